@@ -1,0 +1,1 @@
+"""Fan replay segments out to workers and merge their output (``flor replay``)."""

@@ -1,0 +1,42 @@
+"""Checkpoint reads for replay, prefetched in the order the plan will ask for them."""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from flor.errors import CorruptCheckpoint
+from flor.runtime.codec import decode
+from flor.store import Store
+
+
+class CheckpointLoader:
+    def __init__(self, store: Store, expected: list[dict[str, Any]], window: int = 2) -> None:
+        self.store = store
+        self._order = deque(expected)
+        self._window = window
+        self._futures: dict[str, Future[Any]] = {}
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="flor-prefetch")
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._futures) < self._window and self._order:
+            entry = self._order.popleft()
+            self._futures[entry["key"]] = self._pool.submit(self._load, entry)
+
+    def _load(self, entry: dict[str, Any]) -> Any:
+        try:
+            data = self.store.get(entry["key"])
+        except KeyError:
+            raise CorruptCheckpoint(entry["key"], "it is missing from the store") from None
+        return decode(data, entry["sha256"], entry["key"])
+
+    def get(self, entry: dict[str, Any]) -> Any:
+        """The decoded snapshot tree of ``entry``; CorruptCheckpoint if unusable."""
+        future = self._futures.pop(entry["key"], None)
+        self._fill()
+        return future.result() if future is not None else self._load(entry)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

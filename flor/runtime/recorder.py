@@ -1,0 +1,214 @@
+"""Record mode: run the script as usual, checkpointing blocks adaptively."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from flor.runtime import runs
+from flor.runtime.codec import encode
+from flor.runtime.context import Options
+from flor.runtime.policy import CheckpointPolicy
+from flor.runtime.session import Session, as_iterator, numeric_environment
+from flor.runtime.state import Unrestorable, capture, capture_rng, nbytes, stateful_in_scope
+from flor.runtime.writer import BackgroundWriter
+
+
+class Recorder(Session):
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        assert options.name
+        self.run_id = runs.new_id()
+        self.prefix = runs.run_prefix(options.name, self.run_id)
+        self.policy = CheckpointPolicy(options.epsilon)
+        self.writer = BackgroundWriter(self.policy.charge)
+        self.compute = 0.0  # seconds of training inside flor.it iterations
+        self.checkpoint_bytes = 0
+        self._timings: dict[int, float] = {}  # not yet journaled
+        self._iteration_start = 0.0
+        self._stall = 0.0  # flor's own time inside the open iteration
+        self._checkpointing: bool | None = None  # decided at the iteration's first block end
+        self._unrestorable = False  # some block's state cannot be saved: never checkpoint
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._status = "running"
+        self._closed = False
+        self.meta = self._initial_meta()
+        runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
+        self.store.put(f"{self.prefix}/source.py", self._read_source().encode())
+        atexit.register(self.close)
+
+    def _initial_meta(self) -> dict[str, Any]:
+        return {
+            "name": self.options.name,
+            "run_id": self.run_id,
+            "script": self.options.script,
+            "argv": list(sys.argv),
+            "cwd": os.getcwd(),
+            "started": time.time(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "epsilon": self.options.epsilon,
+            "status": "running",
+        }
+
+    def _read_source(self) -> str:
+        try:
+            with open(self.options.script or "", encoding="utf-8") as f:
+                return f.read()
+        except OSError:
+            self.warn_once("source", f"cannot read the script {self.options.script!r}; "
+                           "replay will treat every block as changed")
+            return ""
+
+    # -- the main loop -------------------------------------------------------------
+    def main_loop(self, iterable: Any) -> Iterator[Any]:
+        loop, first = self.loops, self.next_iteration
+        self.loops += 1
+        if loop == 0:
+            self.meta["numerics"] = numeric_environment()
+            runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
+        iterator, _ = as_iterator(iterable)
+        status = "closed"  # break, or an exception in the loop body, closes the generator
+        try:
+            for value in iterator:
+                self._begin(self.next_iteration)
+                yield value
+                self._end()
+            status = "exhausted"
+        finally:
+            if self.iteration is not None:  # the consumer left in the middle of an iteration
+                self._end()
+            self._end_loop(loop, first, status)
+
+    def _begin(self, iteration: int) -> None:
+        self.begin_iteration(iteration)
+        self._stall = 0.0
+        self._checkpointing = None
+        self._iteration_start = time.perf_counter()
+
+    def _end(self) -> None:
+        g = self.iteration
+        assert g is not None
+        elapsed = time.perf_counter() - self._iteration_start
+        self.compute += elapsed - self._stall
+        self._timings[g] = elapsed - self._stall
+        if self._checkpointing and g in self._blocks:
+            entry = {"iteration": g, "blocks": self._blocks[g], "timings": self._take_timings()}
+            logs, self.logs = self.logs, []
+            self.writer.submit(g, lambda: self._commit(g, entry, logs), commit=True)
+        self.end_iteration()
+
+    def _commit(self, g: int, entry: dict[str, Any], logs: list[dict[str, Any]]) -> None:
+        self._write_logs(f"{g:08d}", logs)
+        runs.put_json(self.store, runs.commit_key(self.prefix, g), entry)  # last: makes g visible
+        self.policy.settle(g)
+        del self._blocks[g]
+
+    def _take_timings(self) -> dict[str, float]:
+        timings, self._timings = self._timings, {}
+        return {str(k): round(v, 6) for k, v in timings.items()}
+
+    def _write_logs(self, tag: str, logs: list[dict[str, Any]]) -> None:
+        if logs:
+            import json
+
+            text = "".join(json.dumps(e) + "\n" for e in logs)
+            self.store.put(f"{self.prefix}/logs/{tag}.jsonl", text.encode())
+
+    def _end_loop(self, loop: int, first: int, status: str) -> None:
+        entry = {
+            "loop": loop,
+            "first": first,
+            "count": self.next_iteration - first,
+            "status": status,
+            "timings": self._take_timings(),
+        }
+        logs, self.logs = self.logs, []
+
+        def write() -> None:
+            self._write_logs(f"loop-{loop:03d}", logs)
+            runs.put_json(self.store, runs.loop_end_key(self.prefix, loop), entry)
+
+        self.writer.submit(-1, write)
+        self.writer.flush()
+        self._report()
+
+    # -- blocks ----------------------------------------------------------------------
+    def block_start(self, name: str, probed: bool) -> bool:
+        self.open_block(name)
+        return True
+
+    def block_end(self, objs: tuple[Any, ...], scope: dict[str, Any]) -> tuple[Any, ...]:
+        name, occurrence = self.close_block()
+        g = self.iteration
+        if g is None:
+            return objs
+        start = time.perf_counter()
+        if self._checkpointing is None and not self._unrestorable:
+            compute = self.compute + (start - self._iteration_start - self._stall)
+            self._checkpointing = self.policy.should_checkpoint(compute)
+        if self._checkpointing:
+            self._checkpoint(g, name, occurrence, objs, scope)
+        self._stall += time.perf_counter() - start
+        return objs
+
+    def _checkpoint(
+        self, g: int, name: str, occurrence: int, objs: tuple[Any, ...], scope: dict[str, Any]
+    ) -> None:
+        start = time.perf_counter()
+        memo: dict[int, int] = {}
+        try:
+            tree = {
+                "objs": [capture(o, memo) for o in objs],
+                "scope": {k: capture(v, memo) for k, v in stateful_in_scope(scope).items()},
+                "rng": capture_rng(),
+            }
+        except Unrestorable as e:
+            self.warn_once(f"unrestorable:{name}", f"block {name!r} cannot be checkpointed: {e}; "
+                           "replay will re-execute it")
+            self._checkpointing = False
+            self._unrestorable = True
+            self._blocks.pop(g, None)
+            return
+        key = runs.ckpt_key(self.prefix, g, name, occurrence)
+        blocks = self._blocks.setdefault(g, {})
+        size = nbytes(tree)
+
+        def write() -> None:
+            data, sha = encode(tree)
+            self.store.put(key, data)
+            blocks[f"{name}/{occurrence}"] = {"key": key, "sha256": sha, "bytes": len(data)}
+            self.checkpoint_bytes += len(data)
+
+        self.writer.submit(g, write, size)
+        self.policy.charge(g, time.perf_counter() - start)
+
+    # -- the end -------------------------------------------------------------------
+    def _report(self) -> None:
+        overhead = self.policy.overhead(self.compute)
+        self.meta.update(
+            iterations=self.next_iteration,
+            checkpoints=self.policy.taken,
+            checkpoint_bytes=self.checkpoint_bytes,
+            compute_seconds=round(self.compute, 3),
+            overhead=round(overhead, 5),
+        )
+        sys.stderr.write(
+            f"flor: recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
+            f"{self.policy.taken} checkpoints ({self.checkpoint_bytes / 1e6:.1f} MB), "
+            f"overhead {overhead:.2%} (budget {self.options.epsilon:.2%})\n"
+        )
+
+    def close(self, status: str = "finished") -> None:
+        """Flush every write, then record how the run ended (runs at exit, too)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.writer.close()
+        self.meta.update(status=status, ended=time.time(), warnings=self.writer.warnings)
+        runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)

@@ -1,0 +1,209 @@
+"""Replay mode: re-run the edited script, restoring checkpoints instead of training."""
+
+from __future__ import annotations
+
+import atexit
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from flor.errors import CorruptCheckpoint, FlorError
+from flor.runtime import runs
+from flor.runtime.context import Options
+from flor.runtime.loader import CheckpointLoader
+from flor.runtime.output import TaggedStream
+from flor.runtime.plan import DEAD, QUIET, make_plan, parse_iterations, segment_bounds
+from flor.runtime.session import Session, as_iterator, numeric_environment
+from flor.runtime.state import restore, restore_rng, stateful_in_scope
+from flor.transform import compare
+
+
+class Replayer(Session):
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        assert options.name
+        self.run = runs.load_run(self.store, options.name, options.run_id)
+        self.script = options.script or self.run.meta.get("script") or ""
+        self.source = _read_script(self.script)
+        self.probed = _probed_blocks(self.run.source, self.source, self.script)
+        total = self.run.iterations
+        index, count = options.segment
+        if len(self.run.loops) > 1 and (count > 1 or options.iterations):
+            raise FlorError(
+                "several-loops",
+                f"run {self.run.name}/{self.run.run_id} has {len(self.run.loops)} flor.it loops; "
+                "segments and chosen iterations need a single main loop (replay it whole)",
+            )
+        committed = set(self.run.commits)
+        start, stop = segment_bounds(total, count, committed)[index - 1]
+        live = set(range(start, stop))
+        if options.iterations:
+            live &= parse_iterations(options.iterations, total)
+        self.live = live
+        self.plan = make_plan(total, committed, live, self.run.complete)
+        self.replay_id = options.replay_id or runs.new_id()
+        self.stdout = TaggedStream(sys.stdout, keep=True)
+        self.stderr = TaggedStream(sys.stderr, keep=False)
+        sys.stdout, sys.stderr = self.stdout, self.stderr  # type: ignore[assignment]
+        self.loader = CheckpointLoader(self.store, self._expected_reads())
+        self._restoring: Any = None
+        self._closed = False
+        atexit.register(self.close)
+
+    def _expected_reads(self) -> list[dict[str, Any]]:
+        reads = []
+        for g in sorted(self.run.commits):
+            if self.plan.action(g) == DEAD:
+                continue
+            for block, entry in self.run.commits[g]["blocks"].items():
+                if g in self.plan.entries or block.rsplit("/", 1)[0] not in self.probed:
+                    reads.append(entry)
+        return reads
+
+    # -- the main loop ---------------------------------------------------------------
+    def main_loop(self, iterable: Any) -> Iterator[Any]:
+        loop, first = self.loops, self.next_iteration
+        self.loops += 1
+        if loop == 0:
+            self._match_numerics()
+        if loop < len(self.run.loops):
+            count = self.run.loops[loop]["count"]
+        else:
+            count = max(self.run.iterations - first, 0)
+        iterator, is_while = as_iterator(iterable)
+        try:
+            for g in range(first, first + count):
+                if g > self.plan.last_live:
+                    self._stop()
+                action = self.plan.action(g)
+                if action == DEAD:
+                    if not is_while and next(iterator, _END) is _END:
+                        return
+                    self.next_iteration += 1
+                    continue
+                value = next(iterator, _END)
+                if value is _END:
+                    return
+                self.begin_iteration(g)
+                self.stdout.quiet = self.stderr.quiet = action == QUIET
+                self.stdout.bucket = str(g)
+                yield value
+                self.end_iteration()
+            if first + count - 1 >= self.plan.last_live and not self.plan.natural_end:
+                self._stop()
+        finally:
+            if not self._closed:
+                self.stdout.quiet = self.stderr.quiet = False
+                self.stdout.bucket = "post"
+
+    def _stop(self) -> None:
+        """Past the last iteration to show: what follows ran from another state."""
+        self.stdout.quiet = self.stderr.quiet = True
+        raise SystemExit(0)
+
+    def _match_numerics(self) -> None:
+        import torch
+
+        recorded = self.run.meta.get("numerics", {})
+        if recorded.get("threads") and torch.get_num_threads() != recorded["threads"]:
+            torch.set_num_threads(recorded["threads"])
+        if recorded.get("deterministic") is not None:
+            torch.use_deterministic_algorithms(recorded["deterministic"])
+        now = numeric_environment()
+        for fact in ("torch", "cuda"):
+            if fact in recorded and recorded[fact] != now[fact]:
+                self.warn_once(
+                    fact, f"recorded with {fact}={recorded[fact]}, replaying with {now[fact]}: "
+                    "printed digits may differ from the recording's",
+                )
+
+    # -- blocks ----------------------------------------------------------------------
+    def block_start(self, name: str, probed: bool) -> bool:
+        _, occurrence = self.open_block(name)
+        g = self.iteration
+        if g is None:
+            return True
+        entry = self.run.commits.get(g, {}).get("blocks", {}).get(f"{name}/{occurrence}")
+        must_restore = g in self.plan.entries
+        if entry is None or (not must_restore and (probed or name in self.probed)):
+            return True
+        try:
+            self._restoring = self.loader.get(entry)
+        except CorruptCheckpoint as e:
+            if must_restore:
+                raise
+            self.warn_once(f"corrupt:{g}:{name}", f"{e}; re-executing block {name!r}")
+            return True
+        return False
+
+    def block_end(self, objs: tuple[Any, ...], scope: dict[str, Any]) -> tuple[Any, ...]:
+        name, _ = self.close_block()
+        tree, self._restoring = self._restoring, None
+        if tree is None:
+            return objs
+        if len(tree["objs"]) != len(objs):
+            raise FlorError(
+                "block-mismatch",
+                f"SkipBlock.end for {name!r} got {len(objs)} values; "
+                f"the record has {len(tree['objs'])}",
+            )
+        done: dict[int, Any] = {}
+        restored = tuple(restore(o, node, done) for o, node in zip(objs, tree["objs"]))
+        now = stateful_in_scope(scope)
+        for path, node in tree.get("scope", {}).items():
+            if path in now:
+                restore(now[path], node, done)
+        restore_rng(tree["rng"])
+        return restored
+
+    def log(self, name: str, value: Any, step: int | None) -> None:
+        if not self.stdout.quiet:
+            super().log(name, value, step)
+
+    # -- the end -------------------------------------------------------------------
+    def close(self) -> None:
+        """Store what this segment printed and logged, beside (never over) the record."""
+        if self._closed:
+            return
+        self._closed = True
+        self.loader.close()
+        index, count = self.options.segment
+        prefix = f"{self.run.prefix}/replays/{self.replay_id}"
+        result = {
+            "run_id": self.run.run_id,
+            "segment": [index, count],
+            "iterations": sorted(self.live),
+            "probed": sorted(self.probed),
+            "output": self.stdout.text(),
+            "logs": self.logs,
+        }
+        runs.put_json(self.store, f"{prefix}/segment-{index}-of-{count}.json", result)
+        self.store.put(f"{prefix}/source.py", self.source.encode())
+        sys.stdout.flush()
+
+
+_END = object()
+
+
+def _read_script(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise FlorError("no-script", f"cannot read the script to replay {path!r}: {e.strerror}") from None
+
+
+def _probed_blocks(recorded: str, edited: str, script: str) -> frozenset[str]:
+    changes = compare(recorded, edited, script)
+    if changes.missing or changes.added:
+        parts = []
+        if changes.missing:
+            parts.append("missing now: " + ", ".join(sorted(changes.missing)))
+        if changes.added:
+            parts.append("not in the record: " + ", ".join(sorted(changes.added)))
+        raise FlorError(
+            "blocks-changed",
+            f"{script}: SkipBlocks no longer match the record ({'; '.join(parts)}); "
+            "replaying would restore state into the wrong code",
+        )
+    return changes.changed

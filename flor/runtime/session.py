@@ -1,0 +1,122 @@
+"""What recording and replaying have in common: loop, iteration and block bookkeeping.
+
+Iterations are numbered globally across the ``flor.it`` loops of a run. A
+block is identified by its name and its occurrence within the iteration, so a
+block that runs twice per iteration is two blocks.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from flor.errors import FlorError
+from flor.runtime.context import Options
+from flor.runtime.values import to_jsonable
+from flor.store import open_store
+
+
+def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[Any], bool]:
+    """An iterator over the loop's values; a callable is a ``while`` condition."""
+    if callable(iterable) and not hasattr(iterable, "__iter__"):
+        cond = iterable
+
+        def while_true() -> Iterator[int]:
+            i = 0
+            while cond():
+                yield i
+                i += 1
+
+        return while_true(), True
+    return iter(iterable), False  # type: ignore[arg-type]
+
+
+class Session:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.store = open_store(options.home)
+        self.iteration: int | None = None  # global index of the open iteration
+        self.next_iteration = 0
+        self.loops = 0
+        self.logs: list[dict[str, Any]] = []
+        self._occurrences: dict[str, int] = {}
+        self._open_block: tuple[str, int] | None = None
+        self._warned: set[str] = set()
+
+    # -- what flor.it / SkipBlock / flor.log call -------------------------------
+    def loop(self, iterable: Any) -> Iterator[Any]:
+        if self.iteration is not None:
+            self.warn_once("nested", "flor.it inside a flor.it iteration is a plain loop")
+            return as_iterator(iterable)[0]
+        return self.main_loop(iterable)
+
+    def main_loop(self, iterable: Any) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def block_start(self, name: str, probed: bool) -> bool:
+        raise NotImplementedError
+
+    def block_end(self, objs: tuple[Any, ...], scope: dict[str, Any]) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def log(self, name: str, value: Any, step: int | None) -> None:
+        entry = {"iteration": self.iteration, "name": name, "value": to_jsonable(value)}
+        if step is not None:
+            entry["step"] = step
+        self.logs.append(entry)
+
+    # -- bookkeeping -------------------------------------------------------------
+    def begin_iteration(self, iteration: int) -> None:
+        self.iteration = iteration
+        self._occurrences.clear()
+
+    def end_iteration(self) -> None:
+        unfinished, self._open_block = self._open_block, None
+        self.iteration = None
+        self.next_iteration += 1
+        if unfinished is not None:
+            raise FlorError(
+                "no-end", f"SkipBlock.step_into({unfinished[0]!r}) was not followed by SkipBlock.end()"
+            )
+
+    def open_block(self, name: str) -> tuple[str, int]:
+        if self._open_block is not None:
+            raise FlorError(
+                "nested-block",
+                f"SkipBlock {name!r} started inside SkipBlock {self._open_block[0]!r}",
+            )
+        occurrence = self._occurrences.get(name, 0)
+        self._occurrences[name] = occurrence + 1
+        self._open_block = (name, occurrence)
+        return self._open_block
+
+    def close_block(self) -> tuple[str, int]:
+        if self._open_block is None:
+            raise FlorError("no-start", "SkipBlock.end() without SkipBlock.step_into()")
+        block, self._open_block = self._open_block, None
+        return block
+
+    def warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            sys.stderr.write(f"flor: warning: {message}\n")
+            sys.stderr.flush()
+
+
+def numeric_environment() -> dict[str, Any]:
+    """What changes printed digits: torch threads, determinism, device (semantic 10)."""
+    import torch
+
+    env: dict[str, Any] = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "cuda": torch.cuda.is_available(),
+    }
+    if env["cuda"]:
+        env["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    np = sys.modules.get("numpy")
+    if np is not None:
+        env["numpy"] = np.__version__
+    return env

@@ -1,0 +1,310 @@
+"""Capture a block's state in memory, and restore it in place.
+
+A snapshot is a tree of plain dicts, lists, tensors and primitives, so it
+serializes with ``torch.save`` and loads with weights-only loading. Restoring
+returns the object the caller's name should be bound to afterwards:
+
+- objects with ``state_dict``/``load_state_dict`` (modules, optimizers,
+  schedulers, GradScaler, EMA) are loaded in place, so aliases stay valid;
+- containers (list, dict, set) and plain objects (``self``) are refilled in
+  place, their items and attributes restored recursively;
+- parameters and other grad-requiring leaves are copied into in place;
+- other tensors and values are rebound to the recorded value;
+- read-only inputs and sinks (datasets, loaders, files, modules, functions,
+  loggers, progress bars) are neither saved nor touched.
+
+Values that fit none of these are pickled; ``codec`` unpickles them only after
+the checkpoint's checksum matched its journal entry.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import pickle
+import random
+import sys
+import threading
+import types
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from flor.errors import FlorError
+from flor.runtime.unbound import UNBOUND
+
+
+_MISSING = object()
+_PRIMITIVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
+_SINK_NAMES = ("SummaryWriter", "tqdm", "Writer", "Run")  # by class name: optional packages
+
+
+class Unrestorable(Exception):
+    """A value that cannot be checkpointed (a generator, a lock, ...)."""
+
+
+def _is_passive(obj: Any) -> bool:
+    """Read-only inputs and sinks: not state, never saved or touched."""
+    if isinstance(
+        obj,
+        (
+            types.ModuleType,
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            types.MethodType,
+            type,
+            io.IOBase,
+            logging.Logger,
+            torch.utils.data.Dataset,
+            torch.utils.data.DataLoader,
+            torch.utils.data.Sampler,
+        ),
+    ):
+        return True
+    return type(obj).__name__ in _SINK_NAMES
+
+
+def _stateful(obj: Any) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(
+        getattr(obj, "load_state_dict", None)
+    )
+
+
+def _plain_object(obj: Any) -> bool:
+    """An instance whose state is exactly its ``__dict__`` (no custom pickling)."""
+    t = type(obj)
+    return (
+        hasattr(obj, "__dict__")
+        and not isinstance(obj, (set, frozenset, dict))
+        and t.__reduce_ex__ is object.__reduce_ex__
+        and t.__reduce__ is object.__reduce__
+        and getattr(t, "__getstate__", object.__getstate__) is object.__getstate__
+    )
+
+
+def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
+    """Objects with a state_dict bound in a scope, and on the plain objects there (``self``).
+
+    ``SkipBlock.end`` checkpoints these besides what it is given: a scheduler
+    stepped after the block, or an EMA the annotation forgot, is then still
+    restored. Restoring more is always safe: it is the full run's value at that point.
+    """
+    found = {}
+    for name, value in names.items():
+        if name.startswith("__"):
+            continue
+        if _stateful(value) and not _is_passive(value):
+            found[name] = value
+        elif _plain_object(value) and not _is_passive(value):
+            for attr, inner in vars(value).items():
+                if _stateful(inner) and not _is_passive(inner):
+                    found[f"{name}.{attr}"] = inner
+    return found
+
+
+def tensor_copy(t: torch.Tensor) -> torch.Tensor:
+    """A detached CPU copy (the training thread's only real work per checkpoint)."""
+    t = t.detach()
+    return t.to("cpu", copy=True) if t.device.type != "cpu" else t.clone()
+
+
+def clone_tree(x: Any) -> Any:
+    """Deep copy of a state_dict-like tree: tensors copied, opaque leaves pickled."""
+    if isinstance(x, torch.Tensor):
+        return tensor_copy(x)
+    if isinstance(x, _PRIMITIVES):
+        return x
+    if isinstance(x, dict):
+        out: dict[Any, Any] = OrderedDict() if isinstance(x, OrderedDict) else {}
+        for k, v in x.items():
+            out[k] = clone_tree(v)
+        if hasattr(x, "_metadata"):
+            out._metadata = x._metadata  # type: ignore[attr-defined]
+        return out
+    if isinstance(x, list):
+        return [clone_tree(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(clone_tree(v) for v in x)
+    return {"__flor_pickle__": _pickle(x)}
+
+
+def _pickle(x: Any) -> bytes:
+    try:
+        return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as e:
+        raise Unrestorable(f"{type(x).__name__} cannot be saved ({e})") from None
+
+
+def capture(obj: Any, memo: dict[int, int] | None = None) -> dict[str, Any]:
+    """Snapshot ``obj``; shared objects are captured once and referenced after."""
+    memo = {} if memo is None else memo
+    if obj is UNBOUND:
+        return {"k": "unbound"}
+    if isinstance(obj, _PRIMITIVES):
+        return {"k": "val", "v": obj}
+    if id(obj) in memo:
+        return {"k": "ref", "v": memo[id(obj)]}
+    if _is_passive(obj):
+        return {"k": "passive"}
+    if isinstance(obj, types.GeneratorType) or isinstance(obj, type(threading.Lock())):
+        raise Unrestorable(f"a {type(obj).__name__} cannot be checkpointed")
+    memo[id(obj)] = len(memo)
+    node = _capture_new(obj, memo)
+    node["id"] = memo[id(obj)]
+    return node
+
+
+def _capture_new(obj: Any, memo: dict[int, int]) -> dict[str, Any]:
+    if isinstance(obj, torch.Tensor):
+        in_place = isinstance(obj, torch.nn.Parameter) or (obj.is_leaf and obj.requires_grad)
+        return {"k": "param" if in_place else "tensor", "v": tensor_copy(obj), "grad": obj.requires_grad}
+    if _stateful(obj):
+        return {"k": "sd", "v": clone_tree(obj.state_dict()), "flags": _flags(obj)}
+    if isinstance(obj, (list, tuple)):
+        kind = "list" if isinstance(obj, list) else "tuple"
+        return {"k": kind, "v": [capture(v, memo) for v in obj]}
+    if isinstance(obj, dict) and all(isinstance(k, _PRIMITIVES) for k in obj):
+        return {"k": "dict", "keys": list(obj), "v": [capture(v, memo) for v in obj.values()]}
+    if not _plain_object(obj):
+        return {"k": "pickle", "v": _pickle(obj)}
+    attrs = vars(obj)
+    return {"k": "obj", "v": {name: capture(v, memo) for name, v in attrs.items()}}
+
+
+def _flags(obj: Any) -> dict[str, Any]:
+    """What a state_dict leaves out but a full run would have after the block:
+    train/eval mode of every submodule, and whether an optimizer has stepped
+    (without it, torch warns that the scheduler stepped first)."""
+    if isinstance(obj, torch.nn.Module):
+        return {"training": [m.training for m in obj.modules()]}
+    if hasattr(obj, "_opt_called"):
+        return {"_opt_called": bool(obj._opt_called)}
+    return {}
+
+
+def _set_flags(obj: Any, flags: dict[str, Any]) -> None:
+    if "training" in flags and isinstance(obj, torch.nn.Module):
+        for module, training in zip(obj.modules(), flags["training"]):
+            module.training = training
+    if "_opt_called" in flags:
+        obj._opt_called = flags["_opt_called"]
+
+
+def restore(cur: Any, node: dict[str, Any], done: dict[int, Any] | None = None) -> Any:
+    """Restore ``node`` into ``cur`` where it can, and return what to bind the name to."""
+    done = {} if done is None else done
+    kind = node["k"]
+    if kind == "ref":
+        return done[node["v"]]
+    if kind == "unbound":
+        return UNBOUND
+    if kind == "val":
+        return node["v"]
+    if kind == "passive":
+        return cur
+    result = _restore_new(cur, node, done)
+    done[node["id"]] = result
+    return result
+
+
+def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any]) -> Any:
+    kind, value = node["k"], node["v"]
+    if kind == "sd":
+        if not _stateful(cur):
+            raise FlorError(
+                "cannot-restore",
+                f"cannot restore a checkpointed state_dict into {type(cur).__name__}: the object "
+                "did not exist before its block; force that block to run with probed=True",
+            )
+        cur.load_state_dict(value)
+        _set_flags(cur, node.get("flags", {}))
+        return cur
+    if kind in ("tensor", "param"):
+        return _restore_tensor(cur, node)
+    if kind in ("list", "tuple"):
+        olds = list(cur) if isinstance(cur, (list, tuple)) else []
+        items = [restore(olds[i] if i < len(olds) else _MISSING, n, done) for i, n in enumerate(value)]
+        if kind == "tuple":
+            return tuple(items)
+        if isinstance(cur, list):
+            cur[:] = items
+            return cur
+        return items
+    if kind == "dict":
+        old = cur if isinstance(cur, dict) else {}
+        items = {k: restore(old.get(k, _MISSING), n, done) for k, n in zip(node["keys"], value)}
+        if isinstance(cur, dict):
+            cur.clear()
+            cur.update(items)
+            return cur
+        return items
+    if kind == "obj":
+        if cur is _MISSING or not hasattr(cur, "__dict__"):
+            raise FlorError(
+                "cannot-restore",
+                "cannot restore an object that did not exist before its block; "
+                "force that block to run with probed=True",
+            )
+        attrs = vars(cur)
+        for name, child in value.items():
+            attrs[name] = restore(attrs.get(name, _MISSING), child, done)
+        return cur
+    if kind == "pickle":
+        new = pickle.loads(value)
+        if isinstance(cur, (set, dict)) and type(cur) is type(new):
+            cur.clear()
+            cur.update(new)
+            return cur
+        return new
+    raise ValueError(f"unknown snapshot node {kind!r}")
+
+
+def _restore_tensor(cur: Any, node: dict[str, Any]) -> Any:
+    saved: torch.Tensor = node["v"]
+    if isinstance(cur, torch.Tensor):
+        if node["k"] == "param" and cur.shape == saved.shape and cur.dtype == saved.dtype:
+            with torch.no_grad():
+                cur.copy_(saved)
+            return cur
+        saved = saved.to(cur.device)
+    return saved.requires_grad_(node["grad"]) if saved.is_floating_point() else saved
+
+
+def capture_rng() -> dict[str, Any]:
+    """Every global RNG stream: python, numpy (if imported), torch CPU, each CUDA device."""
+    version, internal, gauss = random.getstate()
+    rng: dict[str, Any] = {"python": [version, list(internal), gauss], "torch": torch.get_rng_state()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        name, keys, pos, has_gauss, cached = np.random.get_state()
+        rng["numpy"] = [name, torch.from_numpy(keys.astype("int64")), pos, has_gauss, cached]
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    return rng
+
+
+def restore_rng(rng: dict[str, Any]) -> None:
+    version, internal, gauss = rng["python"]
+    random.setstate((version, tuple(internal), gauss))
+    torch.set_rng_state(rng["torch"])
+    if "numpy" in rng:
+        import numpy as np
+
+        name, keys, pos, has_gauss, cached = rng["numpy"]
+        np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+def nbytes(tree: Any) -> int:
+    """Bytes of tensor data in a snapshot tree (what bounds the writer's queue)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.numel() * tree.element_size()
+    if isinstance(tree, dict):
+        return sum(nbytes(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return sum(nbytes(v) for v in tree)
+    if isinstance(tree, bytes):
+        return len(tree)
+    return 0

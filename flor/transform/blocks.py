@@ -1,0 +1,100 @@
+"""Block fingerprints: which SkipBlocks an edit touched (ARCHITECTURE.md, semantic 5).
+
+A block is the body of ``if <...>SkipBlock.step_into("name", ...):``. Its
+fingerprint covers the body's syntax tree (so formatting and comments do not
+count) and, transitively, every function or method defined in the same file
+that the body calls by name. Replay compares the recorded script's fingerprints
+with the edited script's: a block whose fingerprint changed is probed.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass
+
+from flor.errors import FlorError
+
+
+@dataclass(frozen=True)
+class BlockChanges:
+    changed: frozenset[str]
+    missing: frozenset[str]  # recorded, but gone from the edited script
+    added: frozenset[str]
+
+
+def _parse(source: str, filename: str) -> ast.Module:
+    try:
+        return ast.parse(source, filename)
+    except SyntaxError as e:
+        raise FlorError(
+            "syntax", f"{filename}:{e.lineno}:{e.offset}: cannot parse: {e.msg}"
+        ) from None
+
+
+def _block_name(test: ast.expr) -> str | None:
+    """``"name"`` if ``test`` is ``<...>SkipBlock.step_into("name", ...)``."""
+    if not isinstance(test, ast.Call) or not isinstance(test.func, ast.Attribute):
+        return None
+    func = test.func
+    owner = func.value
+    owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+    if func.attr != "step_into" or owner_name != "SkipBlock" or not test.args:
+        return None
+    first = test.args[0]
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+# ``model(x)`` calls ``forward`` without naming it: count it as called by every block.
+_IMPLICIT_CALLS = {"forward", "__call__"}
+
+
+def _called_names(nodes: list[ast.stmt]) -> set[str]:
+    names = set()
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                if isinstance(sub.func, ast.Name):
+                    names.add(sub.func.id)
+                elif isinstance(sub.func, ast.Attribute):
+                    names.add(sub.func.attr)
+    return names
+
+
+def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
+    """Block name -> fingerprint of its body and the same-file functions it calls."""
+    tree = _parse(source, filename)
+    functions: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, []).append(node)
+    bodies: dict[str, list[ast.stmt]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (name := _block_name(node.test)) is not None:
+            bodies.setdefault(name, []).extend(node.body)
+    result = {}
+    for name, body in bodies.items():
+        digest = hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode())
+        seen: set[str] = set()
+        todo = sorted(_called_names(body) | _IMPLICIT_CALLS)
+        while todo:
+            callee = todo.pop()
+            if callee in seen or callee not in functions:
+                continue
+            seen.add(callee)
+            for fn in functions[callee]:
+                digest.update(ast.dump(fn).encode())
+                todo.extend(sorted(_called_names([fn])))  # type: ignore[list-item]
+        result[name] = digest.hexdigest()
+    return result
+
+
+def compare(recorded: str, edited: str, filename: str = "<script>") -> BlockChanges:
+    """Which blocks of ``recorded`` changed, vanished or appeared in ``edited``."""
+    old = fingerprints(recorded, filename + " (recorded)")
+    new = fingerprints(edited, filename)
+    return BlockChanges(
+        changed=frozenset(n for n in old.keys() & new.keys() if old[n] != new[n]),
+        missing=frozenset(old.keys() - new.keys()),
+        added=frozenset(new.keys() - old.keys()),
+    )

@@ -1,0 +1,79 @@
+"""Helpers for end-to-end tests: run real scripts in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "tests" / "scripts"
+_MARK = re.compile(r"^(?P<indent>\s*)(?P<code>.*?)\s*# @(?P<kind>inside|outside): (?P<stmt>.+)$")
+
+
+def hindsight(source: str, kind: str) -> str:
+    """Apply the script's ``# @inside:``/``# @outside:`` markers of ``kind``.
+
+    A marker on a code line inserts its statement after that line, at the same
+    indentation; a marker alone on a line becomes that statement.
+    """
+    out = []
+    for line in source.splitlines():
+        m = _MARK.match(line)
+        if not m:
+            out.append(line)
+            continue
+        if m.group("code"):
+            out.append(m.group("indent") + m.group("code"))
+        if m.group("kind") == kind:
+            out.append(m.group("indent") + m.group("stmt"))
+    return "\n".join(out) + "\n"
+
+
+class Flor:
+    """Runs scripts plainly, recorded and replayed, against one FLOR_HOME."""
+
+    def __init__(self, home: Path, work: Path) -> None:
+        self.home = home
+        self.work = work
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_")}
+        env.update(FLOR_HOME=str(self.home), PYTHONHASHSEED="0", **extra)
+        return env
+
+    def python(self, script: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, str(script), *args],
+            capture_output=True, text=True, env=self.env(**env), cwd=self.work, timeout=300,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{script.name} {args} exited {proc.returncode}:\n{proc.stderr}")
+        return proc
+
+    def copy(self, name: str, kind: str | None = None, as_name: str | None = None) -> Path:
+        """Copy tests/scripts/NAME into the work dir, with ``kind`` markers applied."""
+        source = (SCRIPTS / name).read_text()
+        path = self.work / (as_name or name)
+        path.write_text(hindsight(source, kind) if kind else hindsight(source, "none"))
+        return path
+
+    def replays(self, name: str) -> list[dict]:
+        """Every segment result of every replay of the latest run of ``name``."""
+        run = sorted((self.home / name).iterdir())[-1]
+        return [json.loads(p.read_text()) for p in sorted(run.glob("replays/*/segment-*.json"))]
+
+    def latest_run(self, name: str) -> Path:
+        return sorted(p for p in (self.home / name).iterdir() if (p / "run.json").exists())[-1]
+
+
+@pytest.fixture
+def flor_env(tmp_path: Path) -> Flor:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    return Flor(home, work)

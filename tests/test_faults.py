@@ -1,0 +1,139 @@
+"""What users get when things go wrong: kills, corrupt data, bad input, a full disk."""
+
+from __future__ import annotations
+
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import Flor
+
+pytestmark = pytest.mark.slow
+
+
+def _commits(f: Flor, name: str) -> list:
+    runs = list((f.home / name).glob("*/journal/0*.json")) if (f.home / name).exists() else []
+    return sorted(runs)
+
+
+def test_sigkilled_record_replays_up_to_last_checkpoint(flor_env: Flor) -> None:
+    f = flor_env
+    script = f.copy("slow_steps.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "--flor", "killed", "40"],
+        env=f.env(SLOW_STEP="0.25", FLOR_EPSILON="1e9"), cwd=f.work,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while len(_commits(f, "killed")) < 4 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    committed = len(_commits(f, "killed"))
+    assert 4 <= committed < 40
+
+    edited = f.copy("slow_steps.py", "outside")
+    truth = f.python(edited, "40").stdout.splitlines(keepends=True)
+    replayed = f.python(edited, "--flor", "killed", "--replay_flor", "40")
+    lines_per_iteration = 2
+    assert replayed.stdout == "".join(truth[: committed * lines_per_iteration])
+    for i in (1, 2):
+        seg = f.python(edited, "--flor", "killed", "--replay_flor", f"{i}/2", "40")
+        assert seg.returncode == 0 and seg.stdout
+
+
+def _record_dense(f: Flor, width: str = "4") -> None:
+    f.python(f.copy("slow_steps.py"), "--flor", "exp", "8", FLOR_EPSILON="1e9", WIDTH=width)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("flor: error: ")
+    for w in words:
+        assert w in lines[0]
+
+
+def test_corrupt_checkpoint_inside_segment_is_reexecuted(flor_env: Flor) -> None:
+    f = flor_env
+    _record_dense(f)
+    ckpt = sorted(f.latest_run("exp").glob("ckpt/00000005.*"))[0]
+    ckpt.write_bytes(ckpt.read_bytes()[:-10] + b"0123456789")
+    edited = f.copy("slow_steps.py", "outside")
+    truth = f.python(edited, "8").stdout
+    replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
+    assert replayed.stdout == truth
+    assert "checksum mismatch" in replayed.stderr and "re-executing" in replayed.stderr
+
+
+def test_missing_checkpoint_at_segment_start_is_one_line_error(flor_env: Flor) -> None:
+    f = flor_env
+    _record_dense(f)
+    (sorted(f.latest_run("exp").glob("ckpt/00000003.*"))[0]).unlink()  # segment 2/2 starts at 4
+    edited = f.copy("slow_steps.py", "outside")
+    proc = f.python(edited, "--flor", "exp", "--replay_flor", "2/2", "8", check=False)
+    _one_line_error(proc, "missing")
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--flor", "nosuch", "--replay_flor"], ["no recorded run named 'nosuch'"]),
+        (["--flor", "exp", "--replay_flor", "4/3"], ["4/3", "outside 1..3"]),
+        (["--flor", "exp", "--replay_flor", "0/3"], ["outside"]),
+        (["--flor", "exp", "--replay_flor=x/y"], ["not of the form I/N"]),
+        (["--flor"], ["needs a run name"]),
+        (["--flor", "bad/name"], ["run name"]),
+    ],
+)
+def test_bad_flags_are_one_line_errors(flor_env: Flor, flags: list[str], words: list[str]) -> None:
+    f = flor_env
+    _record_dense(f)
+    before = sorted(p.name for p in f.home.rglob("*"))
+    proc = f.python(f.copy("slow_steps.py"), *flags, check=False)
+    _one_line_error(proc, *words)
+    assert proc.stdout == ""
+    assert sorted(p.name for p in f.home.rglob("*")) == before, "nothing written"
+
+
+def test_renamed_block_is_refused(flor_env: Flor) -> None:
+    f = flor_env
+    _record_dense(f)
+    edited = f.work / "renamed.py"
+    edited.write_text((f.work / "slow_steps.py").read_text().replace('"work"', '"other"'))
+    proc = f.python(edited, "--flor", "exp", "--replay_flor", "8", check=False)
+    _one_line_error(proc, "no longer match", "work")
+
+
+def test_script_flags_after_flor_flags_reach_the_script(flor_env: Flor) -> None:
+    f = flor_env
+    proc = f.python(f.copy("slow_steps.py"), "--flor", "exp", "3", FLOR_EPSILON="1e9")
+    assert proc.stdout.count("iter ") == 3
+    proc = f.python(f.work / "slow_steps.py", "--flor", "exp", "--replay_flor", "1/2", "3")
+    assert proc.stdout.count("iter ") == 2
+
+
+def test_full_disk_skips_checkpoints_and_training_goes_on(flor_env: Flor) -> None:
+    f = flor_env
+    script = f.copy("slow_steps.py")
+    plain = f.python(script, "6", WIDTH="300").stdout
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, 64_000))
+
+    proc = subprocess.run(
+        [sys.executable, str(script), "--flor", "full", "6"], env=f.env(WIDTH="300", FLOR_EPSILON="1e9"),
+        cwd=f.work, capture_output=True, text=True, preexec_fn=small_files, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == plain
+    assert "flor: warning: checkpoint of iteration 0 skipped" in proc.stderr
+    assert _commits(f, "full") == []
+    edited = f.copy("slow_steps.py", "outside")
+    truth = f.python(edited, "6", WIDTH="300").stdout
+    assert f.python(edited, "--flor", "full", "--replay_flor", "6", WIDTH="300").stdout == truth

@@ -1,0 +1,82 @@
+"""Record a hand-annotated script, edit it, replay, and compare with a full run of the edit.
+
+Ground truth is always a plain ``python edited.py`` run: replay must print
+exactly what it prints, whole, or split into segments.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import Flor
+
+pytestmark = pytest.mark.slow
+
+SCRIPTS = [
+    ("module_loop.py", []),
+    ("main_function.py", ["--epochs", "7"]),
+    ("trainer_method.py", []),
+    ("counters.py", []),
+    ("unbounded_break.py", []),
+    ("while_loop.py", []),
+]
+# every iteration checkpointed / only the first (replay must re-execute the rest)
+BUDGETS = {"dense": "1e9", "sparse": "1e-9"}
+
+
+def _record(f: Flor, name: str, args: list[str], budget: str) -> str:
+    original = f.copy(name)
+    plain = f.python(original, *args).stdout
+    recorded = f.python(original, "--flor", "exp", *args, FLOR_EPSILON=BUDGETS[budget])
+    assert recorded.stdout == plain, "recording must not change what the script prints"
+    assert "flor: recorded exp/" in recorded.stderr
+    return plain
+
+
+@pytest.mark.parametrize("budget", sorted(BUDGETS))
+@pytest.mark.parametrize(("name", "args"), SCRIPTS, ids=[s[0] for s in SCRIPTS])
+def test_outside_edit_replays_like_full_run(flor_env: Flor, name: str, args: list[str], budget: str) -> None:
+    f = flor_env
+    _record(f, name, args, budget)
+    edited = f.copy(name, "outside")
+    truth = f.python(edited, *args).stdout
+    replayed = f.python(edited, "--flor", "exp", "--replay_flor", *args)
+    assert replayed.stdout == truth
+    assert replayed.stderr == ""
+    result = f.replays("exp")[-1]
+    assert result["probed"] == []
+
+
+@pytest.mark.parametrize(("name", "args"), SCRIPTS, ids=[s[0] for s in SCRIPTS])
+def test_inside_edit_reexecutes_block(flor_env: Flor, name: str, args: list[str]) -> None:
+    f = flor_env
+    _record(f, name, args, "dense")
+    edited = f.copy(name, "inside")
+    truth = f.python(edited, *args).stdout
+    replayed = f.python(edited, "--flor", "exp", "--replay_flor", *args)
+    assert replayed.stdout == truth
+    if "# @inside:" in edited.with_suffix(".py").read_text() or name in ("module_loop.py", "counters.py"):
+        assert f.replays("exp")[-1]["probed"]
+
+
+@pytest.mark.parametrize("budget", sorted(BUDGETS))
+@pytest.mark.parametrize(("name", "args"), SCRIPTS[:4], ids=[s[0] for s in SCRIPTS[:4]])
+def test_all_segments_print_every_iteration_once(flor_env: Flor, name: str, args: list[str], budget: str) -> None:
+    f = flor_env
+    _record(f, name, args, budget)
+    edited = f.copy(name, "outside")
+    truth = f.python(edited, *args).stdout
+    n = 3
+    outputs = [f.python(edited, "--flor", "exp", "--replay_flor", f"{i}/{n}", *args).stdout for i in range(1, n + 1)]
+    segments = sorted(f.replays("exp"), key=lambda r: r["segment"])
+    covered = [i for s in segments for i in s["iterations"]]
+    assert covered == sorted(set(covered)) and len(covered) > n, "contiguous, disjoint, all iterations"
+    merged = segments[0]["output"].get("pre", "")
+    for seg, printed in zip(segments, outputs):
+        out = seg["output"]
+        body = "".join(out.get(str(i), "") for i in seg["iterations"])
+        expected = out.get("pre", "") + body + (out.get("post", "") if seg is segments[-1] else "")
+        assert printed == expected, f"segment {seg['segment']} printed something outside its iterations"
+        merged += body
+    merged += segments[-1]["output"].get("post", "")
+    assert merged == truth
