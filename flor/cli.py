@@ -1,15 +1,528 @@
-"""The ``flor`` command. The only module that prints errors and picks exit codes."""
+"""The ``flor`` command. The only module that prints errors and picks exit codes.
+
+Exit codes: 0 success, 2 a user mistake (one line on stderr: ``flor: error: ...``).
+"""
 
 from __future__ import annotations
 
+import csv
+import datetime
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
 import click
+
+from flor.errors import FlorError
+from flor.runtime import query, runs
+from flor.runtime.context import DEFAULT_EPSILON, Options, activate, check_name, parse_segment
+from flor.store import open_store
+from flor.transform import instrument as instrument_source
+from flor.transform.edits import training_edits
+
+SCRIPT_SETTINGS = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except FlorError as e:
+            click.echo(f"flor: error: {e.message}", err=True)
+            sys.exit(e.exit_code)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @click.group()
 @click.version_option(package_name="flor")
 def cli() -> None:
-    """flor: hindsight logging for PyTorch training."""
+    """flor: hindsight logging for PyTorch training.
+
+    Runs live under FLOR_HOME (default ~/.flor).
+    """
+
+
+def _when(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise FlorError("no-script", f"cannot read {path}: {e.strerror}") from None
+
+
+@cli.command()
+@click.argument("script")
+@click.option("-o", "--output", help="Write the instrumented script here.")
+@click.option("--write", is_flag=True, help="Rewrite SCRIPT in place.")
+@one_line_errors
+def instrument(script: str, output: str | None, write: bool) -> None:
+    """Rewrite SCRIPT for flor: wrap its main loop in flor.it and its training in a SkipBlock.
+
+    Prints the unified diff on stdout and the decisions (main loop, each block and
+    its state, warnings) on stderr. Add `# flor: skip` above a loop, or
+    `# flor: skip-file` at the top of a file, to opt out.
+    """
+    result = instrument_source(_read(script), script)
+    if result.error:
+        raise FlorError("syntax", f"{script}:{result.error}")
+    click.echo(result.report(), err=True, nl=False)
+    if output or write:
+        target = output or script
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(result.source)
+    else:
+        click.echo(result.diff(), nl=False)
+
+
+def _rewrite(script: str, original: str) -> str:
+    """The instrumented script; unchanged (with the reasons on stderr) where flor cannot."""
+    result = instrument_source(original, script)
+    if result.error:
+        raise FlorError("syntax", f"{script}:{result.error}")
+    for line in result.report().splitlines():
+        click.echo(f"flor: {line}", err=True)
+    return result.source
+
+
+@cli.command(context_settings=SCRIPT_SETTINGS)
+@click.option("--name", required=True, help="Experiment name; each run of it is a new version.")
+@click.option(
+    "--epsilon",
+    type=float,
+    envvar="FLOR_EPSILON",
+    default=DEFAULT_EPSILON,
+    show_default="1/15",
+    help="Checkpoint overhead budget, as a fraction of training time.",
+)
+@click.argument("script")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@one_line_errors
+def run(name: str, epsilon: float, script: str, args: tuple[str, ...]) -> None:
+    """Record SCRIPT [ARGS...]: instrument it in memory and run it as `python SCRIPT ARGS`.
+
+    Everything after SCRIPT belongs to the script, unchanged.
+    """
+    from flor.runtime.execfile import run_as_main
+
+    if epsilon <= 0:
+        raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
+    original = _read(script)
+    source = _rewrite(script, original)
+    options = Options(
+        mode="record",
+        name=check_name(name),
+        epsilon=epsilon,
+        script=os.path.abspath(script),
+        source=source,
+        original=original,
+        argv=(script, *args),
+    )
+    from flor.runtime.recorder import Recorder
+
+    session = activate(options)
+    assert isinstance(session, Recorder)
+    status = run_as_main(script, list(args), source, original)
+    session.close(status)
+    sys.exit(status)
+
+
+@cli.command(context_settings=SCRIPT_SETTINGS)
+@click.option("--name", required=True, help="Experiment to replay (its latest run by default).")
+@click.option("--run", "run_id", help="Replay this run id instead of the latest.")
+@click.option("--segment", help="Replay only segment I of N (e.g. 2/4); for one worker per GPU.")
+@click.option(
+    "--workers", type=click.IntRange(min=1), help="Replay in K local processes; merged output."
+)
+@click.option("--iterations", help="Replay only these iterations (0-based): 9, or 0-4,10.")
+@click.option(
+    "--plan", "show_plan", is_flag=True, help="Print what would run, and an estimate; run nothing."
+)
+@click.option("--replay-id", hidden=True)
+@click.argument("script", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@one_line_errors
+def replay(
+    name: str,
+    run_id: str | None,
+    segment: str | None,
+    workers: int | None,
+    iterations: str | None,
+    show_plan: bool,
+    replay_id: str | None,
+    script: str | None,
+    args: tuple[str, ...],
+) -> None:
+    """Replay a recorded run with the script as it is now (edited with new prints or logs).
+
+    SCRIPT defaults to the recorded path and ARGS to the recorded arguments. Blocks
+    whose code is unchanged are restored from checkpoints instead of re-run.
+    """
+    from flor.runtime.execfile import run_as_main
+
+    store = open_store()
+    run = runs.load_run(store, check_name(name), run_id)
+    if script is not None and script.startswith("-"):
+        raise FlorError(
+            "bad-option", f"unknown option {script}; the script goes before its arguments"
+        )
+    script = script or run.meta.get("script") or ""
+    argv = (
+        list(args)
+        if args or script != run.meta.get("script")
+        else list(run.meta.get("argv", [])[1:])
+    )
+    if workers and segment:
+        raise FlorError("bad-option", "--workers runs every segment; --segment runs one: pick one")
+    original = _read(script)
+    source = _rewrite(script, original) if run.meta.get("instrumented") else original
+    _warn_training_edits(store, run, original, source, script)
+    options = Options(
+        mode="replay",
+        name=name,
+        run_id=run.run_id,
+        segment=parse_segment(segment or f"1/{workers or 1}"),
+        iterations=iterations,
+        script=os.path.abspath(script),
+        source=source,
+        original=original,
+        replay_id=replay_id or runs.new_id(),
+    )
+    if show_plan:
+        _print_plan(run, options, workers or 1)
+        return
+    if workers:
+        sys.exit(_replay_parallel(store, run, options, workers, script, list(args)))
+    from flor.runtime.replayer import Replayer
+
+    session = activate(options)
+    assert isinstance(session, Replayer)
+    status = run_as_main(script, argv, source, original)
+    session.close()
+    sys.exit(status)
+
+
+def _warn_training_edits(
+    store: Any, run: runs.RecordedRun, original: str, source: str, script: str
+) -> None:
+    key = f"{run.prefix}/original.py" if run.meta.get("instrumented") else f"{run.prefix}/source.py"
+    try:
+        recorded = store.get(key).decode()
+    except KeyError:
+        return
+    for note in training_edits(recorded, original, source, script):
+        click.echo(f"flor: warning: {script}:{note.line}: {note.message}", err=True)
+
+
+def _replay_parallel(
+    store: Any, run: runs.RecordedRun, options: Options, workers: int, script: str, args: list[str]
+) -> int:
+    from flor.replay.local import run_segments
+    from flor.replay.merge import merged_output
+
+    def worker_args(index: int) -> list[str]:
+        extra = ["--iterations", options.iterations] if options.iterations else []
+        return [
+            "replay",
+            "--name",
+            run.name,
+            "--run",
+            run.run_id,
+            "--segment",
+            f"{index}/{workers}",
+            "--replay-id",
+            str(options.replay_id),
+            *extra,
+            script,
+            *args,
+        ]
+
+    failures = run_segments(
+        worker_args, workers, workers, lambda m: click.echo(f"flor: {m}", err=True)
+    )
+    prefix = f"{run.prefix}/replays/{options.replay_id}"
+    results = [runs.get_json(store, k) for k in store.keys(prefix) if k.endswith(".json")]
+    click.echo(merged_output(results), nl=False)
+    for f in failures:
+        tail = "\n".join(f.stderr.strip().splitlines()[-15:])
+        click.echo(
+            f"flor: error: segment {f.index}/{workers} failed (exit status {f.exit_status}):\n{tail}",
+            err=True,
+        )
+    return 1 if failures else 0
+
+
+def _print_plan(run: runs.RecordedRun, options: Options, count: int) -> None:
+    from flor.runtime.plan import DEAD
+    from flor.runtime.replayer import plan_replay
+
+    total_all = 0.0
+    full = sum(run.timings.values())
+    click.echo(
+        f"replay of {run.name}/{run.run_id}: {run.iterations} iterations recorded, "
+        f"checkpoints at {_ranges(sorted(run.commits))}"
+    )
+    segments = [options.segment] if count == 1 else [(i, count) for i in range(1, count + 1)]
+    for index, n in segments:
+        decided = plan_replay(
+            run, options.source or "", options.script or "", replace(options, segment=(index, n))
+        )
+        probed = ", ".join(sorted(decided.probed)) or "none"
+        click.echo(
+            f"segment {index}/{n}: iterations {_ranges(sorted(decided.live))}; probed blocks: {probed}"
+        )
+        seconds = 0.0
+        for g, action in enumerate(decided.plan.actions):
+            if action == DEAD:
+                continue
+            skipped = g in decided.plan.entries or (g in run.commits and not decided.probed)
+            block = "restore" if skipped else "execute"
+            it_time = run.timings.get(g, 0.0)
+            seconds += it_time - run.block_timings.get(g, 0.0) if skipped else it_time
+            click.echo(f"  iteration {g:>5}  {action:<5}  block {block}")
+        click.echo(
+            f"  estimate {seconds:.1f}s of training-loop time (the recorded run took {full:.1f}s)"
+        )
+        total_all = max(total_all, seconds)
+    if count > 1:
+        click.echo(f"with {count} workers: about {total_all:.1f}s (the slowest segment)")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
+@one_line_errors
+def diff(name: str, run_id: str | None) -> None:
+    """Show the instrumentation flor applied to a run, then the recorded script vs the current one."""
+    import difflib
+
+    store = open_store()
+    run = runs.load_run(store, name, run_id)
+    script = run.meta.get("script") or ""
+    recorded = run.source
+    if run.meta.get("instrumented"):
+        recorded = store.get(f"{run.prefix}/original.py").decode()
+        click.echo(
+            "".join(
+                difflib.unified_diff(
+                    recorded.splitlines(True),
+                    run.source.splitlines(True),
+                    script,
+                    f"{script} (instrumented)",
+                )
+            ),
+            nl=False,
+        )
+    try:
+        current = _read(script)
+    except FlorError:
+        click.echo(f"flor: {script} no longer exists", err=True)
+        return
+    changes = "".join(
+        difflib.unified_diff(
+            recorded.splitlines(True),
+            current.splitlines(True),
+            f"{script} (recorded)",
+            f"{script} (now)",
+        )
+    )
+    click.echo(changes or f"# {script} is unchanged since the run\n", nl=False)
+
+
+@cli.command()
+@click.option(
+    "--keep", type=click.IntRange(min=0), help="Keep the newest N runs of each experiment."
+)
+@click.option("--older-than", "older_than", type=float, help="Only runs older than this many days.")
+@click.option(
+    "--checkpoints-only", is_flag=True, help="Delete checkpoints, keep metadata, logs and output."
+)
+@click.option("--name", help="Only this experiment.")
+@click.option("--dry-run", is_flag=True, help="Report what would be freed; delete nothing.")
+@one_line_errors
+def gc(
+    keep: int | None,
+    older_than: float | None,
+    checkpoints_only: bool,
+    name: str | None,
+    dry_run: bool,
+) -> None:
+    """Delete old runs (or only their checkpoints) by a retention rule, reporting bytes freed."""
+    import time
+
+    if keep is None and older_than is None:
+        raise FlorError("no-rule", "say what to delete: --keep N and/or --older-than DAYS")
+    store = open_store()
+    freed, runs_touched = 0, 0
+    for experiment in [name] if name else runs.list_experiments(store):
+        ids = runs.list_runs(store, experiment)
+        candidates = ids[: len(ids) - keep] if keep is not None else ids
+        for run_id in candidates:
+            prefix = runs.run_prefix(experiment, run_id)
+            meta = runs.get_json(store, f"{prefix}/run.json")
+            if older_than is not None and meta.get("started", 0) > time.time() - older_than * 86400:
+                continue
+            keys = list(store.keys(f"{prefix}/ckpt" if checkpoints_only else prefix))
+            if not keys:
+                continue
+            runs_touched += 1
+            for key in keys:
+                freed += store.size(key)
+                if not dry_run:
+                    store.delete(key)
+            if checkpoints_only and not dry_run:
+                for key in store.keys(f"{prefix}/journal"):
+                    if not key.rsplit("/", 1)[-1].startswith("loop-"):
+                        entry = runs.get_json(store, key)
+                        entry["blocks"] = {}  # the data is gone: replay re-executes these
+                        runs.put_json(store, key, entry)
+    verb = "would free" if dry_run else "freed"
+    what = "checkpoints of" if checkpoints_only else ""
+    click.echo(
+        f"flor gc: {verb} {freed / 1e6:.1f} MB from {what} {runs_touched} runs".replace("  ", " ")
+    )
+
+
+@cli.command("ls")
+@one_line_errors
+def ls_command() -> None:
+    """List experiments and their runs, newest last."""
+    store = open_store()
+    names = runs.list_experiments(store)
+    if not names:
+        click.echo(f"no runs in {store.url}", err=True)
+        return
+    click.echo(f"{'NAME':<20} {'RUN':<24} {'STARTED':<19} {'ITERS':>5} {'SIZE':>9}  STATUS")
+    for name in names:
+        for run_id in runs.list_runs(store, name):
+            s = query.summary(store, name, run_id)
+            status = s.get("status", "?") if s["complete"] else "incomplete"
+            click.echo(
+                f"{name:<20} {run_id:<24} {_when(s.get('started')):<19} {s['iterations']:>5} "
+                f"{s['bytes'] / 1e6:>7.1f}MB  {status}"
+            )
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
+@one_line_errors
+def show(name: str, run_id: str | None) -> None:
+    """Show one run: metadata, iterations, checkpoints and overhead."""
+    store = open_store()
+    run = runs.load_run(store, name, run_id)
+    s = query.summary(store, name, run.run_id)
+    rows = [
+        ("run", f"{name}/{run.run_id}"),
+        ("script", s.get("script")),
+        ("argv", " ".join(s.get("argv", []))),
+        ("started", _when(s.get("started"))),
+        ("ended", _when(s.get("ended"))),
+        ("status", s.get("status") if s["complete"] else "incomplete (killed?)"),
+        ("iterations", s["iterations"]),
+        ("checkpoints", f"{len(s['committed'])} at iterations {_ranges(s['committed'])}"),
+        ("overhead", f"{s.get('overhead', 0):.2%} (budget {s.get('epsilon', 0):.2%})"),
+        ("size", f"{s['bytes'] / 1e6:.1f} MB"),
+        ("numerics", json.dumps(s.get("numerics", {}))),
+        ("replays", ", ".join(s["replays"]) or "-"),
+    ]
+    for key, value in rows:
+        click.echo(f"{key:<12} {value}")
+
+
+def _ranges(values: list[int]) -> str:
+    out: list[str] = []
+    for v in values:
+        if out and out[-1].split("-")[-1] == str(v - 1):
+            out[-1] = out[-1].split("-")[0] + f"-{v}"
+        else:
+            out.append(str(v))
+    return ",".join(out) or "none"
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option(
+    "--plot", "plot_name", metavar="VALUE", help="Write a PNG line plot of VALUE per iteration."
+)
+@click.option("-o", "--output", help="Where --plot writes (default: NAME-VALUE.png).")
+@one_line_errors
+def logs(
+    name: str, run_id: str | None, fmt: str, plot_name: str | None, output: str | None
+) -> None:
+    """Values from flor.log, recorded and replayed, per iteration."""
+    store = open_store()
+    run = runs.load_run(store, name, run_id)
+    rows = query.logged_values(store, name, run.run_id)
+    if plot_name:
+        path = output or f"{name}-{plot_name}.png"
+        _plot(rows, plot_name, f"{name}/{run.run_id}", path)
+        click.echo(path)
+        return
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=1))
+    elif fmt == "csv":
+        writer = csv.DictWriter(sys.stdout, ["source", "iteration", "step", "name", "value"])
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: r.get(k) for k in writer.fieldnames})
+    else:
+        click.echo(f"{'ITER':>5}  {'NAME':<16} {'VALUE':<24} SOURCE")
+        for r in rows:
+            it = "-" if r["iteration"] is None else r["iteration"]
+            click.echo(f"{it:>5}  {r['name']:<16} {json.dumps(r['value']):<24} {r['source']}")
+
+
+def _plot(rows: list[dict[str, Any]], value: str, title: str, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise FlorError(
+            "no-matplotlib", "--plot needs matplotlib: pip install matplotlib"
+        ) from None
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in rows:
+        if (
+            r["name"] == value
+            and isinstance(r["value"], (int, float))
+            and r["iteration"] is not None
+        ):
+            series.setdefault(r["source"], []).append((r["iteration"], float(r["value"])))
+    if not series:
+        raise FlorError("no-values", f"no numeric values named {value!r} were logged in {title}")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for source, points in sorted(series.items()):
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=source)
+    ax.set(xlabel="iteration", ylabel=value, title=f"{value} in {title}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":
+    main()

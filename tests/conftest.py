@@ -47,10 +47,16 @@ class Flor:
         env.update(FLOR_HOME=str(self.home), PYTHONHASHSEED="0", **extra)
         return env
 
-    def python(self, script: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+    def python(
+        self, script: Path, *args: str, check: bool = True, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, str(script), *args],
-            capture_output=True, text=True, env=self.env(**env), cwd=self.work, timeout=300,
+            capture_output=True,
+            text=True,
+            env=self.env(**env),
+            cwd=self.work,
+            timeout=300,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"{script.name} {args} exited {proc.returncode}:\n{proc.stderr}")

@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import Flor
 
 pytestmark = pytest.mark.slow
@@ -25,8 +24,10 @@ def test_sigkilled_record_replays_up_to_last_checkpoint(flor_env: Flor) -> None:
     script = f.copy("slow_steps.py")
     proc = subprocess.Popen(
         [sys.executable, str(script), "--flor", "killed", "40"],
-        env=f.env(SLOW_STEP="0.25", FLOR_EPSILON="1e9"), cwd=f.work,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=f.env(SLOW_STEP="0.25", FLOR_EPSILON="1e9"),
+        cwd=f.work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 120
     while len(_commits(f, "killed")) < 4 and time.time() < deadline:
@@ -127,8 +128,13 @@ def test_full_disk_skips_checkpoints_and_training_goes_on(flor_env: Flor) -> Non
         resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, 64_000))
 
     proc = subprocess.run(
-        [sys.executable, str(script), "--flor", "full", "6"], env=f.env(WIDTH="300", FLOR_EPSILON="1e9"),
-        cwd=f.work, capture_output=True, text=True, preexec_fn=small_files, timeout=300,
+        [sys.executable, str(script), "--flor", "full", "6"],
+        env=f.env(WIDTH="300", FLOR_EPSILON="1e9"),
+        cwd=f.work,
+        capture_output=True,
+        text=True,
+        preexec_fn=small_files,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == plain

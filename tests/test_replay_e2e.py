@@ -7,7 +7,6 @@ exactly what it prints, whole, or split into segments.
 from __future__ import annotations
 
 import pytest
-
 from conftest import Flor
 
 pytestmark = pytest.mark.slow
@@ -35,7 +34,9 @@ def _record(f: Flor, name: str, args: list[str], budget: str) -> str:
 
 @pytest.mark.parametrize("budget", sorted(BUDGETS))
 @pytest.mark.parametrize(("name", "args"), SCRIPTS, ids=[s[0] for s in SCRIPTS])
-def test_outside_edit_replays_like_full_run(flor_env: Flor, name: str, args: list[str], budget: str) -> None:
+def test_outside_edit_replays_like_full_run(
+    flor_env: Flor, name: str, args: list[str], budget: str
+) -> None:
     f = flor_env
     _record(f, name, args, budget)
     edited = f.copy(name, "outside")
@@ -55,28 +56,40 @@ def test_inside_edit_reexecutes_block(flor_env: Flor, name: str, args: list[str]
     truth = f.python(edited, *args).stdout
     replayed = f.python(edited, "--flor", "exp", "--replay_flor", *args)
     assert replayed.stdout == truth
-    if "# @inside:" in edited.with_suffix(".py").read_text() or name in ("module_loop.py", "counters.py"):
+    if "# @inside:" in edited.with_suffix(".py").read_text() or name in (
+        "module_loop.py",
+        "counters.py",
+    ):
         assert f.replays("exp")[-1]["probed"]
 
 
 @pytest.mark.parametrize("budget", sorted(BUDGETS))
 @pytest.mark.parametrize(("name", "args"), SCRIPTS[:4], ids=[s[0] for s in SCRIPTS[:4]])
-def test_all_segments_print_every_iteration_once(flor_env: Flor, name: str, args: list[str], budget: str) -> None:
+def test_all_segments_print_every_iteration_once(
+    flor_env: Flor, name: str, args: list[str], budget: str
+) -> None:
     f = flor_env
     _record(f, name, args, budget)
     edited = f.copy(name, "outside")
     truth = f.python(edited, *args).stdout
     n = 3
-    outputs = [f.python(edited, "--flor", "exp", "--replay_flor", f"{i}/{n}", *args).stdout for i in range(1, n + 1)]
+    outputs = [
+        f.python(edited, "--flor", "exp", "--replay_flor", f"{i}/{n}", *args).stdout
+        for i in range(1, n + 1)
+    ]
     segments = sorted(f.replays("exp"), key=lambda r: r["segment"])
     covered = [i for s in segments for i in s["iterations"]]
-    assert covered == sorted(set(covered)) and len(covered) > n, "contiguous, disjoint, all iterations"
+    assert covered == sorted(set(covered)) and len(covered) > n, (
+        "contiguous, disjoint, all iterations"
+    )
     merged = segments[0]["output"].get("pre", "")
     for seg, printed in zip(segments, outputs):
         out = seg["output"]
         body = "".join(out.get(str(i), "") for i in seg["iterations"])
         expected = out.get("pre", "") + body + (out.get("post", "") if seg is segments[-1] else "")
-        assert printed == expected, f"segment {seg['segment']} printed something outside its iterations"
+        assert printed == expected, (
+            f"segment {seg['segment']} printed something outside its iterations"
+        )
         merged += body
     merged += segments[-1]["output"].get("post", "")
     assert merged == truth

@@ -25,7 +25,7 @@ def it(iterable: Iterable[T] | Callable[[], bool]) -> Iterator[T]:
             from flor.runtime.session import as_iterator
 
             return as_iterator(iterable)[0]
-        return iter(iterable)  # type: ignore[arg-type]
+        return iter(iterable)
     return session.loop(iterable)
 
 
@@ -52,7 +52,7 @@ class SkipBlock:
         return True if session is None else session.block_start(name, probed)
 
     @staticmethod
-    def end(*objs: Any) -> Any:
+    def end(*objs: Any, **named: Any) -> Any:
         """End the block: checkpoint ``objs`` when recording, restore them when skipped.
 
         Returns the objects, so that immutable values can be rebound
@@ -63,10 +63,17 @@ class SkipBlock:
         even when not listed, so a scheduler stepped outside the block is safe;
         other values the loop carries from one iteration to the next (a
         ``best_acc`` tracker) must be listed. A name that may be unbound is passed as
-        ``locals().get("name", flor.UNBOUND)``.
+        ``locals().get("name", flor.UNBOUND)``. Values passed by keyword
+        (what ``flor instrument`` writes) are restored by name, so an edit that
+        changes which values a block carries cannot restore one into another.
         """
         session = context.current()
-        out = objs if session is None else session.block_end(objs, sys._getframe(1).f_locals)
+        if session is None:
+            out = (*objs, *named.values())
+        else:
+            frame = sys._getframe(1)
+            # module globals too: state a function's loop uses without binding it
+            out = session.block_end(objs, named, lambda: {**frame.f_globals, **frame.f_locals})
         if len(out) == 1:
             return out[0]
         return out if out else None

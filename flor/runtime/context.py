@@ -39,6 +39,9 @@ class Options:
     home: str | None = None
     script: str | None = None
     replay_id: str | None = None  # shared by the segments of one parallel replay
+    source: str | None = None  # the code actually run, when it is not the file (flor run)
+    original: str | None = None  # the user's unmodified script, when flor rewrote it
+    argv: tuple[str, ...] | None = None  # the script's argv, when sys.argv is flor's own
 
 
 def parse_segment(text: str) -> tuple[int, int]:
@@ -54,9 +57,7 @@ def parse_segment(text: str) -> tuple[int, int]:
 
 def check_name(name: str) -> str:
     if not _NAME.match(name):
-        raise FlorError(
-            "bad-name", f"run name {name!r} must be letters, digits, '.', '_' or '-'"
-        )
+        raise FlorError("bad-name", f"run name {name!r} must be letters, digits, '.', '_' or '-'")
     return name
 
 
@@ -197,8 +198,9 @@ def activate_from_process() -> None:
             sys.argv[:] = argv
             script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
             options = options_from_legacy(found, options, script)
-        for key in [k for k in os.environ if k.startswith("FLOR_") and k != "FLOR_HOME"]:
-            del os.environ[key]
+        if options.mode != "off":  # a run starts here; processes it starts must not start their own
+            for key in [k for k in os.environ if k.startswith("FLOR_") and k != "FLOR_HOME"]:
+                del os.environ[key]
         activate(options)
     except FlorError as e:
         sys.stderr.write(f"flor: error: {e.message}\n")

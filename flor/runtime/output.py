@@ -1,9 +1,11 @@
-"""What a replay prints: suppressed while rebuilding state, tagged by iteration.
+"""Standard output, tagged by iteration (and block) as it passes through.
 
-The stream passes writes through unchanged, except while ``quiet`` (state
-being rebuilt, or past the end of the segment). It keeps what it passed
+The stream passes writes through unchanged, except while ``quiet`` (a replay
+rebuilding state, or past the end of its segment). It keeps what it passed
 through in buckets: ``pre`` (before the first iteration), one per iteration,
-and ``post``; parallel replays merge segments from these buckets.
+one per block run inside an iteration, and ``post``. Recording keeps them so a
+replay can print what a skipped block printed; parallel replays merge
+segments from them.
 """
 
 from __future__ import annotations
@@ -45,3 +47,11 @@ class TaggedStream(io.TextIOBase):
 
     def text(self) -> dict[str, str]:
         return {k: "".join(v) for k, v in self.buckets.items()}
+
+    def take_iterations(self, up_to: int) -> dict[str, str]:
+        """Remove and return the text of iterations ``<= up_to`` (already committed):
+        buckets ``"ITER"`` and, for what a block printed, ``"ITER:BLOCK/OCCURRENCE"``."""
+        keys = [
+            k for k in self.buckets if k.split(":")[0].isdigit() and int(k.split(":")[0]) <= up_to
+        ]
+        return {k: "".join(self.buckets.pop(k)) for k in keys}

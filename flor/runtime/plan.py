@@ -70,7 +70,9 @@ def parse_iterations(spec: str, total: int) -> set[int]:
             lo = int(lo_text)
             hi = int(hi_text) if hi_text else lo
         except ValueError:
-            raise FlorError("bad-iterations", f"iterations {spec!r}: use e.g. 9 or 0-4,10") from None
+            raise FlorError(
+                "bad-iterations", f"iterations {spec!r}: use e.g. 9 or 0-4,10"
+            ) from None
         if not 0 <= lo <= hi < total:
             raise FlorError(
                 "bad-iterations", f"iterations {part!r} outside the record's 0-{total - 1}"

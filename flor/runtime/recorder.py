@@ -13,8 +13,9 @@ from typing import Any
 from flor.runtime import runs
 from flor.runtime.codec import encode
 from flor.runtime.context import Options
+from flor.runtime.output import TaggedStream
 from flor.runtime.policy import CheckpointPolicy
-from flor.runtime.session import Session, as_iterator, numeric_environment
+from flor.runtime.session import Scope, Session, as_iterator, numeric_environment
 from flor.runtime.state import Unrestorable, capture, capture_rng, nbytes, stateful_in_scope
 from flor.runtime.writer import BackgroundWriter
 
@@ -29,17 +30,23 @@ class Recorder(Session):
         self.writer = BackgroundWriter(self.policy.charge)
         self.compute = 0.0  # seconds of training inside flor.it iterations
         self.checkpoint_bytes = 0
+        self.stalls: list[float] = []  # training-thread seconds per checkpointed block
         self._timings: dict[int, float] = {}  # not yet journaled
         self._iteration_start = 0.0
         self._stall = 0.0  # flor's own time inside the open iteration
         self._checkpointing: bool | None = None  # decided at the iteration's first block end
         self._unrestorable = False  # some block's state cannot be saved: never checkpoint
         self._blocks: dict[int, dict[str, Any]] = {}
-        self._status = "running"
+        self._block_seconds: dict[int, float] = {}
+        self._block_start = 0.0
         self._closed = False
         self.meta = self._initial_meta()
         runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
         self.store.put(f"{self.prefix}/source.py", self._read_source().encode())
+        if options.original is not None:
+            self.store.put(f"{self.prefix}/original.py", options.original.encode())
+        self.stdout = TaggedStream(sys.stdout, keep=True)  # kept per iteration, shown later
+        sys.stdout = self.stdout
         atexit.register(self.close)
 
     def _initial_meta(self) -> dict[str, Any]:
@@ -47,22 +54,29 @@ class Recorder(Session):
             "name": self.options.name,
             "run_id": self.run_id,
             "script": self.options.script,
-            "argv": list(sys.argv),
+            "argv": list(self.options.argv if self.options.argv is not None else sys.argv),
             "cwd": os.getcwd(),
             "started": time.time(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "epsilon": self.options.epsilon,
             "status": "running",
+            "instrumented": self.options.original is not None,
+            "git_commit": _git_commit(self.options.script),
         }
 
     def _read_source(self) -> str:
+        if self.options.source is not None:
+            return self.options.source
         try:
             with open(self.options.script or "", encoding="utf-8") as f:
                 return f.read()
         except OSError:
-            self.warn_once("source", f"cannot read the script {self.options.script!r}; "
-                           "replay will treat every block as changed")
+            self.warn_once(
+                "source",
+                f"cannot read the script {self.options.script!r}; "
+                "replay will treat every block as changed",
+            )
             return ""
 
     # -- the main loop -------------------------------------------------------------
@@ -83,12 +97,14 @@ class Recorder(Session):
         finally:
             if self.iteration is not None:  # the consumer left in the middle of an iteration
                 self._end()
+            self.stdout.bucket = "post"
             self._end_loop(loop, first, status)
 
     def _begin(self, iteration: int) -> None:
         self.begin_iteration(iteration)
         self._stall = 0.0
         self._checkpointing = None
+        self.stdout.bucket = str(iteration)
         self._iteration_start = time.perf_counter()
 
     def _end(self) -> None:
@@ -98,7 +114,8 @@ class Recorder(Session):
         self.compute += elapsed - self._stall
         self._timings[g] = elapsed - self._stall
         if self._checkpointing and g in self._blocks:
-            entry = {"iteration": g, "blocks": self._blocks[g], "timings": self._take_timings()}
+            entry = {"iteration": g, "blocks": self._blocks[g], **self._take_timings()}
+            entry["stdout"] = self.stdout.take_iterations(g)
             logs, self.logs = self.logs, []
             self.writer.submit(g, lambda: self._commit(g, entry, logs), commit=True)
         self.end_iteration()
@@ -109,9 +126,14 @@ class Recorder(Session):
         self.policy.settle(g)
         del self._blocks[g]
 
-    def _take_timings(self) -> dict[str, float]:
+    def _take_timings(self) -> dict[str, dict[str, float]]:
+        """Seconds per iteration and per iteration's blocks since the last journal entry."""
         timings, self._timings = self._timings, {}
-        return {str(k): round(v, 6) for k, v in timings.items()}
+        blocks, self._block_seconds = self._block_seconds, {}
+        return {
+            "timings": {str(k): round(v, 6) for k, v in timings.items()},
+            "block_timings": {str(k): round(v, 6) for k, v in blocks.items()},
+        }
 
     def _write_logs(self, tag: str, logs: list[dict[str, Any]]) -> None:
         if logs:
@@ -126,7 +148,8 @@ class Recorder(Session):
             "first": first,
             "count": self.next_iteration - first,
             "status": status,
-            "timings": self._take_timings(),
+            **self._take_timings(),
+            "stdout": self.stdout.take_iterations(self.next_iteration),
         }
         logs, self.logs = self.logs, []
 
@@ -140,44 +163,60 @@ class Recorder(Session):
 
     # -- blocks ----------------------------------------------------------------------
     def block_start(self, name: str, probed: bool) -> bool:
-        self.open_block(name)
+        _, occurrence = self.open_block(name)
+        if self.iteration is not None:
+            self.stdout.bucket = f"{self.iteration}:{name}/{occurrence}"  # replay re-prints it
+        self._block_start = time.perf_counter()
         return True
 
-    def block_end(self, objs: tuple[Any, ...], scope: dict[str, Any]) -> tuple[Any, ...]:
+    def block_end(
+        self, objs: tuple[Any, ...], named: dict[str, Any], scope: Scope
+    ) -> tuple[Any, ...]:
         name, occurrence = self.close_block()
         g = self.iteration
         if g is None:
-            return objs
+            return (*objs, *named.values())
+        self.stdout.bucket = str(g)
         start = time.perf_counter()
+        self._block_seconds[g] = self._block_seconds.get(g, 0.0) + start - self._block_start
         if self._checkpointing is None and not self._unrestorable:
             compute = self.compute + (start - self._iteration_start - self._stall)
             self._checkpointing = self.policy.should_checkpoint(compute)
         if self._checkpointing:
-            self._checkpoint(g, name, occurrence, objs, scope)
+            self._checkpoint(g, name, occurrence, objs, named, scope)
         self._stall += time.perf_counter() - start
-        return objs
+        return (*objs, *named.values())
 
     def _checkpoint(
-        self, g: int, name: str, occurrence: int, objs: tuple[Any, ...], scope: dict[str, Any]
+        self,
+        g: int,
+        name: str,
+        occurrence: int,
+        objs: tuple[Any, ...],
+        named: dict[str, Any],
+        scope: Scope,
     ) -> None:
         start = time.perf_counter()
         memo: dict[int, int] = {}
         try:
             tree = {
                 "objs": [capture(o, memo) for o in objs],
-                "scope": {k: capture(v, memo) for k, v in stateful_in_scope(scope).items()},
+                "named": {k: capture(v, memo) for k, v in named.items()},
+                "scope": {k: capture(v, memo) for k, v in stateful_in_scope(scope()).items()},
                 "rng": capture_rng(),
             }
         except Unrestorable as e:
-            self.warn_once(f"unrestorable:{name}", f"block {name!r} cannot be checkpointed: {e}; "
-                           "replay will re-execute it")
+            self.warn_once(
+                f"unrestorable:{name}",
+                f"block {name!r} cannot be checkpointed: {e}; replay will re-execute it",
+            )
             self._checkpointing = False
             self._unrestorable = True
             self._blocks.pop(g, None)
             return
         key = runs.ckpt_key(self.prefix, g, name, occurrence)
         blocks = self._blocks.setdefault(g, {})
-        size = nbytes(tree)
+        size = nbytes(tree["objs"]) + nbytes(tree["named"]) + nbytes(tree["scope"])  # RNG: small
 
         def write() -> None:
             data, sha = encode(tree)
@@ -186,7 +225,9 @@ class Recorder(Session):
             self.checkpoint_bytes += len(data)
 
         self.writer.submit(g, write, size)
-        self.policy.charge(g, time.perf_counter() - start)
+        stall = time.perf_counter() - start
+        self.stalls.append(stall)
+        self.policy.charge(g, stall)
 
     # -- the end -------------------------------------------------------------------
     def _report(self) -> None:
@@ -197,6 +238,7 @@ class Recorder(Session):
             checkpoint_bytes=self.checkpoint_bytes,
             compute_seconds=round(self.compute, 3),
             overhead=round(overhead, 5),
+            stall_seconds=[round(s, 6) for s in self.stalls[-1000:]],
         )
         sys.stderr.write(
             f"flor: recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
@@ -204,11 +246,34 @@ class Recorder(Session):
             f"overhead {overhead:.2%} (budget {self.options.epsilon:.2%})\n"
         )
 
-    def close(self, status: str = "finished") -> None:
+    def close(self, exit_status: int | None = None) -> None:
         """Flush every write, then record how the run ended (runs at exit, too)."""
         if self._closed:
             return
         self._closed = True
         self.writer.close()
-        self.meta.update(status=status, ended=time.time(), warnings=self.writer.warnings)
+        self.meta.update(
+            status="finished" if not exit_status else "failed",
+            exit_status=exit_status,
+            ended=time.time(),
+            warnings=self.writer.warnings,
+        )
+        text = self.stdout.text()
+        runs.put_json(
+            self.store, f"{self.prefix}/stdout.json", {k: text.get(k, "") for k in ("pre", "post")}
+        )
         runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
+
+
+def _git_commit(script: str | None) -> str | None:
+    """The commit of the repository the script lives in, if any (for run identity)."""
+    import subprocess
+
+    folder = os.path.dirname(os.path.abspath(script)) if script else os.getcwd()
+    try:
+        out = subprocess.run(
+            ["git", "-C", folder, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None

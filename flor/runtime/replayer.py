@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from flor.errors import CorruptCheckpoint, FlorError
@@ -12,10 +13,55 @@ from flor.runtime import runs
 from flor.runtime.context import Options
 from flor.runtime.loader import CheckpointLoader
 from flor.runtime.output import TaggedStream
-from flor.runtime.plan import DEAD, QUIET, make_plan, parse_iterations, segment_bounds
-from flor.runtime.session import Session, as_iterator, numeric_environment
+from flor.runtime.plan import DEAD, QUIET, Plan, make_plan, parse_iterations, segment_bounds
+from flor.runtime.session import Scope, Session, as_iterator, numeric_environment
 from flor.runtime.state import restore, restore_rng, stateful_in_scope
 from flor.transform import compare
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a replay of one segment will do, decided before anything runs."""
+
+    plan: Plan
+    live: frozenset[int]
+    probed: frozenset[str]
+    grown: frozenset[str]  # probed because their end() now carries more state
+
+
+def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Options) -> ReplayPlan:
+    """Plan a replay of ``run`` with the edited ``source``; one-line errors for what cannot be."""
+    changes = compare(run.source, source, script)
+    if changes.missing or changes.added:
+        parts = []
+        if changes.missing:
+            parts.append("missing now: " + ", ".join(sorted(changes.missing)))
+        if changes.added:
+            parts.append("not in the record: " + ", ".join(sorted(changes.added)))
+        raise FlorError(
+            "blocks-changed",
+            f"{script}: SkipBlocks no longer match the record ({'; '.join(parts)}); "
+            "replaying would restore state into the wrong code",
+        )
+    total = run.iterations
+    index, count = options.segment
+    if len(run.loops) > 1 and (count > 1 or options.iterations):
+        raise FlorError(
+            "several-loops",
+            f"run {run.name}/{run.run_id} has {len(run.loops)} flor.it loops; "
+            "segments and chosen iterations need a single main loop (replay it whole)",
+        )
+    committed = set(run.commits)
+    start, stop = segment_bounds(total, count, committed)[index - 1]
+    live = set(range(start, stop))
+    if options.iterations:
+        live &= parse_iterations(options.iterations, total)
+    return ReplayPlan(
+        make_plan(total, committed, live, run.complete),
+        frozenset(live),
+        changes.changed | changes.grown,
+        changes.grown,
+    )
 
 
 class Replayer(Session):
@@ -24,27 +70,20 @@ class Replayer(Session):
         assert options.name
         self.run = runs.load_run(self.store, options.name, options.run_id)
         self.script = options.script or self.run.meta.get("script") or ""
-        self.source = _read_script(self.script)
-        self.probed = _probed_blocks(self.run.source, self.source, self.script)
-        total = self.run.iterations
-        index, count = options.segment
-        if len(self.run.loops) > 1 and (count > 1 or options.iterations):
-            raise FlorError(
-                "several-loops",
-                f"run {self.run.name}/{self.run.run_id} has {len(self.run.loops)} flor.it loops; "
-                "segments and chosen iterations need a single main loop (replay it whole)",
+        self.source = options.source if options.source is not None else _read_script(self.script)
+        decided = plan_replay(self.run, self.source, self.script, options)
+        for name in sorted(decided.grown):
+            self.warn_once(
+                f"grown:{name}",
+                f"block {name!r} now carries state the record does not have; re-executing it",
             )
-        committed = set(self.run.commits)
-        start, stop = segment_bounds(total, count, committed)[index - 1]
-        live = set(range(start, stop))
-        if options.iterations:
-            live &= parse_iterations(options.iterations, total)
-        self.live = live
-        self.plan = make_plan(total, committed, live, self.run.complete)
+        self.probed = decided.probed
+        self.live = set(decided.live)
+        self.plan = decided.plan
         self.replay_id = options.replay_id or runs.new_id()
         self.stdout = TaggedStream(sys.stdout, keep=True)
         self.stderr = TaggedStream(sys.stderr, keep=False)
-        sys.stdout, sys.stderr = self.stdout, self.stderr  # type: ignore[assignment]
+        sys.stdout, sys.stderr = self.stdout, self.stderr
         self.loader = CheckpointLoader(self.store, self._expected_reads())
         self._restoring: Any = None
         self._closed = False
@@ -113,7 +152,8 @@ class Replayer(Session):
         for fact in ("torch", "cuda"):
             if fact in recorded and recorded[fact] != now[fact]:
                 self.warn_once(
-                    fact, f"recorded with {fact}={recorded[fact]}, replaying with {now[fact]}: "
+                    fact,
+                    f"recorded with {fact}={recorded[fact]}, replaying with {now[fact]}: "
                     "printed digits may differ from the recording's",
                 )
 
@@ -125,6 +165,11 @@ class Replayer(Session):
             return True
         entry = self.run.commits.get(g, {}).get("blocks", {}).get(f"{name}/{occurrence}")
         must_restore = g in self.plan.entries
+        if entry is None and must_restore:
+            raise FlorError(
+                "missing-checkpoint",
+                f"iteration {g} has no checkpoint of block {name!r} to start from; replay the whole run",
+            )
         if entry is None or (not must_restore and (probed or name in self.probed)):
             return True
         try:
@@ -134,22 +179,28 @@ class Replayer(Session):
                 raise
             self.warn_once(f"corrupt:{g}:{name}", f"{e}; re-executing block {name!r}")
             return True
+        # An unchanged block run from the recorded state prints what it printed then.
+        self.stdout.write(self.run.commits[g].get("stdout", {}).get(f"{g}:{name}/{occurrence}", ""))
         return False
 
-    def block_end(self, objs: tuple[Any, ...], scope: dict[str, Any]) -> tuple[Any, ...]:
+    def block_end(
+        self, objs: tuple[Any, ...], named: dict[str, Any], scope: Scope
+    ) -> tuple[Any, ...]:
         name, _ = self.close_block()
         tree, self._restoring = self._restoring, None
         if tree is None:
-            return objs
-        if len(tree["objs"]) != len(objs):
+            return (*objs, *named.values())
+        recorded = tree.get("named", {})
+        if len(tree["objs"]) != len(objs) or not set(named) <= set(recorded):
             raise FlorError(
                 "block-mismatch",
-                f"SkipBlock.end for {name!r} got {len(objs)} values; "
-                f"the record has {len(tree['objs'])}",
+                f"SkipBlock.end for {name!r} does not take the values the record has "
+                f"({len(objs)} + {sorted(named)} now, {len(tree['objs'])} + {sorted(recorded)} recorded)",
             )
         done: dict[int, Any] = {}
         restored = tuple(restore(o, node, done) for o, node in zip(objs, tree["objs"]))
-        now = stateful_in_scope(scope)
+        restored += tuple(restore(v, recorded[k], done) for k, v in named.items())
+        now = stateful_in_scope(scope())
         for path, node in tree.get("scope", {}).items():
             if path in now:
                 restore(now[path], node, done)
@@ -190,20 +241,6 @@ def _read_script(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except OSError as e:
-        raise FlorError("no-script", f"cannot read the script to replay {path!r}: {e.strerror}") from None
-
-
-def _probed_blocks(recorded: str, edited: str, script: str) -> frozenset[str]:
-    changes = compare(recorded, edited, script)
-    if changes.missing or changes.added:
-        parts = []
-        if changes.missing:
-            parts.append("missing now: " + ", ".join(sorted(changes.missing)))
-        if changes.added:
-            parts.append("not in the record: " + ", ".join(sorted(changes.added)))
         raise FlorError(
-            "blocks-changed",
-            f"{script}: SkipBlocks no longer match the record ({'; '.join(parts)}); "
-            "replaying would restore state into the wrong code",
-        )
-    return changes.changed
+            "no-script", f"cannot read the script to replay {path!r}: {e.strerror}"
+        ) from None

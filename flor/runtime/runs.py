@@ -74,6 +74,7 @@ class RecordedRun:
     commits: dict[int, dict[str, Any]] = field(default_factory=dict)  # iteration -> entry
     loops: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[int, float] = field(default_factory=dict)  # iteration -> seconds
+    block_timings: dict[int, float] = field(default_factory=dict)  # iteration -> block seconds
 
     @property
     def prefix(self) -> str:
@@ -83,7 +84,9 @@ class RecordedRun:
     def iterations(self) -> int:
         """How many main-loop iterations the record covers."""
         ends = [lp["first"] + lp["count"] for lp in self.loops]
-        return max([*ends, *(k + 1 for k in self.commits)], default=0)
+        return max(
+            [*ends, *(k + 1 for k in self.commits), *(k + 1 for k in self.timings)], default=0
+        )
 
     @property
     def complete(self) -> bool:
@@ -109,15 +112,16 @@ def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
     except (KeyError, ValueError) as e:
         raise FlorError("bad-run", f"run {name}/{run_id} is damaged: {e}") from None
     run = RecordedRun(name, run_id, meta, source)
-    for key in store.list(f"{prefix}/journal"):
+    for key in store.keys(f"{prefix}/journal"):
         try:
             entry = get_json(store, key)
         except ValueError:
             continue  # only possible for a foreign file: our puts are atomic
         run.timings.update({int(k): v for k, v in entry.get("timings", {}).items()})
+        run.block_timings.update({int(k): v for k, v in entry.get("block_timings", {}).items()})
         if os.path.basename(key).startswith("loop-"):
             run.loops.append(entry)
-        else:
+        elif entry.get("blocks"):  # `flor gc --checkpoints-only` leaves entries without data
             run.commits[entry["iteration"]] = entry
     run.loops.sort(key=lambda lp: lp["loop"])
     return run

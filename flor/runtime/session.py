@@ -16,6 +16,9 @@ from flor.runtime.context import Options
 from flor.runtime.values import to_jsonable
 from flor.store import open_store
 
+# The names visible where SkipBlock.end was called, built only when a checkpoint needs them.
+Scope = Callable[[], dict[str, Any]]
+
 
 def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[Any], bool]:
     """An iterator over the loop's values; a callable is a ``while`` condition."""
@@ -29,7 +32,7 @@ def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[
                 i += 1
 
         return while_true(), True
-    return iter(iterable), False  # type: ignore[arg-type]
+    return iter(iterable), False
 
 
 class Session:
@@ -57,7 +60,9 @@ class Session:
     def block_start(self, name: str, probed: bool) -> bool:
         raise NotImplementedError
 
-    def block_end(self, objs: tuple[Any, ...], scope: dict[str, Any]) -> tuple[Any, ...]:
+    def block_end(
+        self, objs: tuple[Any, ...], named: dict[str, Any], scope: Scope
+    ) -> tuple[Any, ...]:
         raise NotImplementedError
 
     def log(self, name: str, value: Any, step: int | None) -> None:
@@ -77,7 +82,8 @@ class Session:
         self.next_iteration += 1
         if unfinished is not None:
             raise FlorError(
-                "no-end", f"SkipBlock.step_into({unfinished[0]!r}) was not followed by SkipBlock.end()"
+                "no-end",
+                f"SkipBlock.step_into({unfinished[0]!r}) was not followed by SkipBlock.end()",
             )
 
     def open_block(self, name: str) -> tuple[str, int]:

@@ -34,7 +34,6 @@ import torch
 from flor.errors import FlorError
 from flor.runtime.unbound import UNBOUND
 
-
 _MISSING = object()
 _PRIMITIVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
 _SINK_NAMES = ("SummaryWriter", "tqdm", "Writer", "Run")  # by class name: optional packages
@@ -77,14 +76,15 @@ def _plain_object(obj: Any) -> bool:
     return (
         hasattr(obj, "__dict__")
         and not isinstance(obj, (set, frozenset, dict))
-        and t.__reduce_ex__ is object.__reduce_ex__
-        and t.__reduce__ is object.__reduce__
+        and t.__reduce_ex__ is object.__reduce_ex__  # type: ignore[comparison-overlap]
+        and t.__reduce__ is object.__reduce__  # type: ignore[comparison-overlap]
         and getattr(t, "__getstate__", object.__getstate__) is object.__getstate__
     )
 
 
 def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
-    """Objects with a state_dict bound in a scope, and on the plain objects there (``self``).
+    """Objects with a state_dict (and trainable tensors) bound in a scope, and on the
+    plain objects there (``self``).
 
     ``SkipBlock.end`` checkpoints these besides what it is given: a scheduler
     stepped after the block, or an EMA the annotation forgot, is then still
@@ -94,13 +94,18 @@ def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
     for name, value in names.items():
         if name.startswith("__"):
             continue
-        if _stateful(value) and not _is_passive(value):
+        if (_stateful(value) and not _is_passive(value)) or _trainable(value):
             found[name] = value
         elif _plain_object(value) and not _is_passive(value):
             for attr, inner in vars(value).items():
                 if _stateful(inner) and not _is_passive(inner):
                     found[f"{name}.{attr}"] = inner
     return found
+
+
+def _trainable(value: Any) -> bool:
+    """A leaf tensor an optimizer updates in place (``nn.Parameter``, ``requires_grad=True``)."""
+    return isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad
 
 
 def tensor_copy(t: torch.Tensor) -> torch.Tensor:
@@ -147,7 +152,7 @@ def capture(obj: Any, memo: dict[int, int] | None = None) -> dict[str, Any]:
         return {"k": "ref", "v": memo[id(obj)]}
     if _is_passive(obj):
         return {"k": "passive"}
-    if isinstance(obj, types.GeneratorType) or isinstance(obj, type(threading.Lock())):
+    if isinstance(obj, (types.GeneratorType, type(threading.Lock()))):
         raise Unrestorable(f"a {type(obj).__name__} cannot be checkpointed")
     memo[id(obj)] = len(memo)
     node = _capture_new(obj, memo)
@@ -158,9 +163,18 @@ def capture(obj: Any, memo: dict[int, int] | None = None) -> dict[str, Any]:
 def _capture_new(obj: Any, memo: dict[int, int]) -> dict[str, Any]:
     if isinstance(obj, torch.Tensor):
         in_place = isinstance(obj, torch.nn.Parameter) or (obj.is_leaf and obj.requires_grad)
-        return {"k": "param" if in_place else "tensor", "v": tensor_copy(obj), "grad": obj.requires_grad}
+        return {
+            "k": "param" if in_place else "tensor",
+            "v": tensor_copy(obj),
+            "grad": obj.requires_grad,
+        }
     if _stateful(obj):
-        return {"k": "sd", "v": clone_tree(obj.state_dict()), "flags": _flags(obj)}
+        node = {"k": "sd", "v": clone_tree(obj.state_dict()), "flags": _flags(obj)}
+        if isinstance(obj, torch.nn.Module):  # hindsight logs read gradients: a full run has them
+            node["grads"] = [
+                None if p.grad is None else tensor_copy(p.grad) for p in obj.parameters()
+            ]
+        return node
     if isinstance(obj, (list, tuple)):
         kind = "list" if isinstance(obj, list) else "tuple"
         return {"k": kind, "v": [capture(v, memo) for v in obj]}
@@ -219,12 +233,19 @@ def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any]) -> Any:
             )
         cur.load_state_dict(value)
         _set_flags(cur, node.get("flags", {}))
+        if "grads" in node:
+            for param, grad in zip(cur.parameters(), node["grads"]):
+                param.grad = None if grad is None else grad.to(param.device)
         return cur
     if kind in ("tensor", "param"):
         return _restore_tensor(cur, node)
     if kind in ("list", "tuple"):
+        if isinstance(cur, list) and kind == "list":
+            done[node["id"]] = cur  # before the items: they may refer back to it
         olds = list(cur) if isinstance(cur, (list, tuple)) else []
-        items = [restore(olds[i] if i < len(olds) else _MISSING, n, done) for i, n in enumerate(value)]
+        items = [
+            restore(olds[i] if i < len(olds) else _MISSING, n, done) for i, n in enumerate(value)
+        ]
         if kind == "tuple":
             return tuple(items)
         if isinstance(cur, list):
@@ -233,12 +254,14 @@ def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any]) -> Any:
         return items
     if kind == "dict":
         old = cur if isinstance(cur, dict) else {}
-        items = {k: restore(old.get(k, _MISSING), n, done) for k, n in zip(node["keys"], value)}
+        if isinstance(cur, dict):
+            done[node["id"]] = cur
+        entries = {k: restore(old.get(k, _MISSING), n, done) for k, n in zip(node["keys"], value)}
         if isinstance(cur, dict):
             cur.clear()
-            cur.update(items)
+            cur.update(entries)
             return cur
-        return items
+        return entries
     if kind == "obj":
         if cur is _MISSING or not hasattr(cur, "__dict__"):
             raise FlorError(
@@ -246,6 +269,7 @@ def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any]) -> Any:
                 "cannot restore an object that did not exist before its block; "
                 "force that block to run with probed=True",
             )
+        done[node["id"]] = cur
         attrs = vars(cur)
         for name, child in value.items():
             attrs[name] = restore(attrs.get(name, _MISSING), child, done)
@@ -274,12 +298,15 @@ def _restore_tensor(cur: Any, node: dict[str, Any]) -> Any:
 def capture_rng() -> dict[str, Any]:
     """Every global RNG stream: python, numpy (if imported), torch CPU, each CUDA device."""
     version, internal, gauss = random.getstate()
-    rng: dict[str, Any] = {"python": [version, list(internal), gauss], "torch": torch.get_rng_state()}
+    rng: dict[str, Any] = {
+        "python": [version, list(internal), gauss],
+        "torch": torch.get_rng_state(),
+    }
     np = sys.modules.get("numpy")
     if np is not None:
         name, keys, pos, has_gauss, cached = np.random.get_state()
         rng["numpy"] = [name, torch.from_numpy(keys.astype("int64")), pos, has_gauss, cached]
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         rng["cuda"] = torch.cuda.get_rng_state_all()
     return rng
 

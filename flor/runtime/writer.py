@@ -63,8 +63,10 @@ class BackgroundWriter:
             cpu = time.thread_time()
             try:
                 if commit and iteration in self._failed:
-                    self._warn(f"checkpoint of iteration {iteration} not committed; replay re-executes it")
-                elif not (iteration in self._failed):
+                    self._warn(
+                        f"checkpoint of iteration {iteration} not committed; replay re-executes it"
+                    )
+                elif iteration not in self._failed:
                     job()
             except Exception as e:  # disk full, permissions: training must go on
                 self._failed.add(iteration)

@@ -29,7 +29,7 @@ class Store(abc.ABC):
         """Whether ``key`` holds a value."""
 
     @abc.abstractmethod
-    def list(self, prefix: str) -> Iterator[str]:
+    def keys(self, prefix: str) -> Iterator[str]:
         """Yield every key under the folder ``prefix`` (recursively), sorted."""
 
     @abc.abstractmethod
@@ -43,4 +43,4 @@ class Store(abc.ABC):
     def children(self, prefix: str) -> list[str]:
         """Names directly under the folder ``prefix`` (files and folders), sorted."""
         base = prefix.rstrip("/") + "/" if prefix else ""
-        return sorted({key[len(base) :].split("/", 1)[0] for key in self.list(prefix)})
+        return sorted({key[len(base) :].split("/", 1)[0] for key in self.keys(prefix)})

@@ -45,7 +45,7 @@ class LocalStore(Store):
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
-    def list(self, prefix: str) -> Iterator[str]:
+    def keys(self, prefix: str) -> Iterator[str]:
         base = self._path(prefix) if prefix else self.root
         if not base.is_dir():
             return
@@ -57,7 +57,15 @@ class LocalStore(Store):
         yield from sorted(found)
 
     def delete(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
+        path = self._path(key)
+        path.unlink(missing_ok=True)
+        for folder in path.parents:  # drop folders the delete emptied, up to the root
+            if folder == self.root or not folder.is_relative_to(self.root):
+                break
+            try:
+                folder.rmdir()
+            except OSError:
+                break
 
     def size(self, key: str) -> int:
         return self._path(key).stat().st_size

@@ -1,7 +1,13 @@
-"""Source analysis and rewriting. Pure: no torch, no I/O (ARCHITECTURE.md)."""
+"""Source analysis and rewriting. Pure: no torch, no I/O (ARCHITECTURE.md).
+
+- ``instrument``: rewrite an unmodified training script for flor (libcst);
+- ``compare``/``fingerprints``: which SkipBlocks an edit touched (probed inference).
+"""
 
 from __future__ import annotations
 
 from flor.transform.blocks import BlockChanges, compare, fingerprints
+from flor.transform.instrument import instrument
+from flor.transform.report import Instrumented
 
-__all__ = ["BlockChanges", "compare", "fingerprints"]
+__all__ = ["BlockChanges", "Instrumented", "compare", "fingerprints", "instrument"]

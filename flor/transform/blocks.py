@@ -21,6 +21,7 @@ class BlockChanges:
     changed: frozenset[str]
     missing: frozenset[str]  # recorded, but gone from the edited script
     added: frozenset[str]
+    grown: frozenset[str] = frozenset()  # blocks whose end() now carries values the record lacks
 
 
 def _parse(source: str, filename: str) -> ast.Module:
@@ -89,12 +90,31 @@ def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
     return result
 
 
+def end_names(source: str, filename: str = "<script>") -> dict[str, frozenset[str]]:
+    """Block name -> the keyword names its ``SkipBlock.end(...)`` call carries."""
+    out: dict[str, frozenset[str]] = {}
+    for node in ast.walk(_parse(source, filename)):
+        for body in (getattr(node, field, None) for field in ("body", "orelse", "finalbody")):
+            if not isinstance(body, list):
+                continue
+            for stmt, after in zip(body, body[1:]):
+                if isinstance(stmt, ast.If) and (name := _block_name(stmt.test)) is not None:
+                    value = getattr(after, "value", None)
+                    if isinstance(value, ast.Call):
+                        out[name] = frozenset(k.arg for k in value.keywords if k.arg)
+    return out
+
+
 def compare(recorded: str, edited: str, filename: str = "<script>") -> BlockChanges:
     """Which blocks of ``recorded`` changed, vanished or appeared in ``edited``."""
     old = fingerprints(recorded, filename + " (recorded)")
     new = fingerprints(edited, filename)
+    old_state, new_state = end_names(recorded, filename), end_names(edited, filename)
     return BlockChanges(
         changed=frozenset(n for n in old.keys() & new.keys() if old[n] != new[n]),
         missing=frozenset(old.keys() - new.keys()),
         added=frozenset(new.keys() - old.keys()),
+        grown=frozenset(
+            n for n in old_state.keys() & new_state.keys() if not new_state[n] <= old_state[n]
+        ),
     )

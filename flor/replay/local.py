@@ -1,0 +1,60 @@
+"""Run the segments of one replay in local worker processes, K at a time.
+
+Each worker is ``flor replay --segment I/N`` in its own process (spawned, never
+forked from a training process); it stores its per-iteration output beside the
+run, and the caller merges those files once all are done.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class SegmentFailure:
+    index: int
+    exit_status: int
+    stderr: str
+
+
+def run_segments(
+    worker_args: Callable[[int], list[str]],
+    count: int,
+    workers: int,
+    progress: Callable[[str], None],
+) -> list[SegmentFailure]:
+    """Run segments 1..count, at most ``workers`` at once; return the ones that failed."""
+    pending = list(range(1, count + 1))
+    running: dict[
+        int, tuple[subprocess.Popen[bytes], float, tempfile._TemporaryFileWrapper[bytes]]
+    ] = {}
+    failures: list[SegmentFailure] = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_") or k == "FLOR_HOME"}
+    while pending or running:
+        while pending and len(running) < workers:
+            index = pending.pop(0)
+            command = [sys.executable, "-m", "flor.cli", *worker_args(index)]
+            errors = tempfile.NamedTemporaryFile(prefix="flor-segment-")  # noqa: SIM115 (a pipe could fill up)
+            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=env)
+            running[index] = (proc, time.perf_counter(), errors)
+        for index, (proc, started, errors) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[index]
+            errors.seek(0)
+            stderr = errors.read().decode(errors="replace")
+            errors.close()
+            seconds = time.perf_counter() - started
+            if proc.returncode == 0:
+                progress(f"segment {index}/{count} done in {seconds:.1f}s")
+            else:
+                failures.append(SegmentFailure(index, proc.returncode, stderr))
+                progress(f"segment {index}/{count} failed (exit status {proc.returncode})")
+        time.sleep(0.02)
+    return failures

@@ -1,0 +1,84 @@
+"""Run a (rewritten) script as ``__main__``, exactly as ``python script.py args`` would.
+
+Same ``sys.argv``, ``sys.path[0]``, ``__file__`` and working directory; the
+script's exit status comes back as ours. A traceback from the user's code
+names their file and the line of the *original* source (the rewrite shifts
+lines), with flor's own frames trimmed (coverage.py's execfile does the same).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import traceback
+import types
+
+
+def line_map(original: str, rewritten: str) -> dict[int, int]:
+    """Rewritten line -> original line. Inserted lines map to the line before them;
+    re-indented lines still match (compared without leading whitespace)."""
+    old = [line.strip() for line in original.splitlines()]
+    new = [line.strip() for line in rewritten.splitlines()]
+    mapping: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        for k in range(j2 - j1):
+            if tag == "insert":
+                mapping[j1 + k + 1] = max(i1, 1)  # flor's own line: blame the line before
+            else:  # equal, or a rewritten line (`for x in flor.it(...)`): pair them up
+                mapping[j1 + k + 1] = min(i1 + k, i2 - 1) + 1
+    return mapping
+
+
+def run_as_main(path: str, argv: list[str], source: str, original: str | None = None) -> int:
+    """Execute ``source`` as the ``__main__`` module of ``path``; return the exit status."""
+    path = os.path.abspath(path)
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    saved_main, saved_argv, saved_path0 = sys.modules["__main__"], sys.argv[:], sys.path[0]
+    sys.modules["__main__"] = module  # classes defined by the script pickle as __main__.X
+    sys.argv[:] = [path, *argv]
+    sys.path[0] = os.path.dirname(path)
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+    except SystemExit as e:
+        return _exit_status(e)
+    except BaseException as e:
+        _print_user_traceback(e, path, source, original)
+        return 1
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[0] = saved_path0
+        sys.modules["__main__"] = saved_main
+    return 0
+
+
+def _exit_status(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _print_user_traceback(e: BaseException, path: str, source: str, original: str | None) -> None:
+    frames = traceback.extract_tb(e.__traceback__)
+    while frames and frames[0].filename != path:
+        frames.pop(0)  # flor's own frames, before the script's
+    if original is not None and original != source:
+        mapping = line_map(original, source)
+        lines = original.splitlines()
+        for frame in frames:
+            if frame.filename == path and frame.lineno is not None:
+                frame.lineno = mapping.get(frame.lineno, frame.lineno)
+                frame._line = lines[frame.lineno - 1] if frame.lineno <= len(lines) else ""  # type: ignore[attr-defined]
+                frame.end_lineno = frame.lineno
+                frame.colno = frame.end_colno = None
+    sys.stderr.write("Traceback (most recent call last):\n")
+    sys.stderr.write("".join(traceback.format_list(frames)))
+    sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+    sys.stderr.flush()

@@ -1,0 +1,43 @@
+"""Read-only views of recorded runs for ``flor ls/show/logs``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flor.runtime import runs
+from flor.store import Store
+
+
+def run_size(store: Store, prefix: str) -> int:
+    return sum(store.size(k) for k in store.keys(prefix))
+
+
+def summary(store: Store, name: str, run_id: str) -> dict[str, Any]:
+    """One run: its metadata plus what its journal says."""
+    run = runs.load_run(store, name, run_id)
+    replays = store.children(f"{run.prefix}/replays")
+    return {
+        **run.meta,
+        "iterations": run.iterations,
+        "complete": run.complete,
+        "committed": sorted(run.commits),
+        "bytes": run_size(store, run.prefix),
+        "replays": replays,
+    }
+
+
+def logged_values(store: Store, name: str, run_id: str) -> list[dict[str, Any]]:
+    """Every ``flor.log`` value of a run and its replays, in iteration order."""
+    prefix = runs.run_prefix(name, run_id)
+    rows: list[dict[str, Any]] = []
+    for key in store.keys(f"{prefix}/logs"):
+        for line in store.get(key).decode().splitlines():
+            rows.append({"source": "record", **json.loads(line)})
+    for replay_id in store.children(f"{prefix}/replays"):
+        for key in store.keys(f"{prefix}/replays/{replay_id}"):
+            if key.endswith(".json"):
+                for entry in runs.get_json(store, key).get("logs", []):
+                    rows.append({"source": f"replay {replay_id}", **entry})
+    rows.sort(key=lambda r: (r["iteration"] if r["iteration"] is not None else -1, r["source"]))
+    return rows

@@ -1,0 +1,505 @@
+"""What a block changes that outlives it: the state its ``SkipBlock.end`` must carry.
+
+PATTERNS.md's rule: (a) every object the block (or a same-file function it
+calls) mutates through a method call, an attribute or subscript store, or by
+passing it to a call, when the object outlives the block; plus (b) every name
+the block rebinds that is live after it (read later in the iteration, after the
+loop, or carried into the next iteration); plus (c) the RNG streams, which the
+runtime always saves. Module globals that called functions mutate or rebind
+(``global best_acc``) count too, and are restored at module scope. Sinks and
+read-only inputs may be listed: the runtime neither saves nor touches them.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import FunctionScope, GlobalScope, Scope
+
+from flor.transform.loops import Loop, Refused
+from flor.transform.program import FunctionNode, Nodes, Program, node_of, root_name, walk
+
+_PURE_BUILTINS = set(dir(builtins)) - {"next", "setattr", "delattr", "exec"}
+UNBOUND = "flor.UNBOUND"
+
+
+@dataclass(frozen=True)
+class StateItem:
+    name: str
+    expr: str  # what end() receives
+    target: str  # what end()'s result is bound to
+
+
+def infer_state(
+    p: Program, loop: Loop, owner: FunctionNode | None, block: Nodes
+) -> list[StateItem]:
+    """State of ``block``, plus what the rest of the loop body carries across iterations.
+
+    The latter (a ``best_acc`` updated by evaluation, a history list) is saved at
+    the block's end too, so that a segment starting after it restores the value a
+    full run had; the outer body then updates it as in a full run (semantic 3).
+    """
+    scope = p.statement_scope(block[0])
+    assert isinstance(loop.body, cst.IndentedBlock)
+    body = list(loop.body.body)
+    outer = [s for s in body if all(s is not b for b in block)]
+    loop_targets = (
+        {n.value for n in walk(loop.target) if isinstance(n, cst.Name)}
+        if isinstance(loop, cst.For)
+        else set()
+    )
+    names: list[str] = []
+    candidates = (
+        _trainable_reads(p, block)
+        + _mutated(p, block, block)
+        + _rebound_live(p, scope, block)
+        + _mutated(p, outer, [loop])
+        + _carried(p, scope, loop, outer)
+    )
+    for name in candidates:
+        if name not in names and name not in loop_targets:
+            names.append(name)
+    global_names = _callee_globals(p, block)
+    global_names += [g for g in _callee_globals(p, outer) if g not in global_names]
+    items = [item for n in names if (item := _item(p, scope, loop, n)) is not None]
+    for n in global_names:
+        if n not in names:
+            items.append(_global_item(p, scope, n, loop))
+    _refuse_iterators(p, scope, [i.name for i in items])
+    return items
+
+
+# -- (a) mutated objects ---------------------------------------------------------------
+# Methods that only read (tensor math, accessors, containers' getters): calling them
+# on an object is not a reason to checkpoint it.
+READ_ONLY_METHODS = {
+    "item",
+    "tolist",
+    "numpy",
+    "sum",
+    "mean",
+    "norm",
+    "std",
+    "var",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "abs",
+    "detach",
+    "cpu",
+    "clone",
+    "size",
+    "dim",
+    "numel",
+    "float",
+    "double",
+    "long",
+    "int",
+    "half",
+    "parameters",
+    "named_parameters",
+    "modules",
+    "named_modules",
+    "children",
+    "buffers",
+    "state_dict",
+    "get_last_lr",
+    "get_lr",
+    "keys",
+    "values",
+    "items",
+    "get",
+    "copy",
+    "format",
+    "split",
+    "join",
+    "startswith",
+    "endswith",
+    "eq",
+    "ne",
+    "lt",
+    "gt",
+    "le",
+    "ge",
+    "isnan",
+    "isinf",
+    "all",
+    "any",
+    "view",
+    "reshape",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "t",
+    "transpose",
+    "permute",
+    "contiguous",
+    "exp",
+    "log",
+    "sqrt",
+    "pow",
+    "softmax",
+    "log_softmax",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "round",
+    "topk",
+    "sort",
+    "count",
+    "index",
+    "get_scale",
+}
+_SINK_CALLS = {"print", "log"}  # print(...), flor.log(...): their arguments are only read
+
+
+def _in_sink_call(p: Program, node: cst.CSTNode) -> bool:
+    for a in p.ancestors(node):
+        if isinstance(a, cst.Call):
+            func = a.func
+            name = (
+                func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            )
+            if name in _SINK_CALLS:
+                return True
+        if isinstance(a, cst.BaseStatement):
+            return False
+    return False
+
+
+def _mutation_roots(p: Program, nodes: Nodes) -> list[cst.Name]:
+    roots: list[cst.Name] = []
+    for top in nodes:
+        for node in walk(top):
+            if isinstance(node, cst.Call):
+                func = node.func
+                if _in_sink_call(p, node):
+                    continue
+                if isinstance(func, cst.Attribute) and func.attr.value not in READ_ONLY_METHODS:
+                    roots.append(root_name(func.value))  # type: ignore[arg-type]
+                elif isinstance(func, cst.Name) and _binding(p, func)[0] == "value":
+                    roots.append(func)  # a called module: its parameters are what trains
+                roots.extend(_mutated_args(p, node))
+            elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
+                targets = (
+                    [t.target for t in node.targets]
+                    if isinstance(node, cst.Assign)
+                    else [node.target]
+                )
+                for t in targets:
+                    for element in t.elements if isinstance(t, (cst.Tuple, cst.List)) else [t]:
+                        value = getattr(element, "value", element)
+                        if isinstance(value, (cst.Attribute, cst.Subscript)):
+                            roots.append(root_name(value))  # type: ignore[arg-type]
+    return [r for r in roots if r is not None]
+
+
+def _mutated_args(p: Program, call: cst.Call) -> list[cst.Name]:
+    """Name arguments a call may mutate.
+
+    Same-file functions: those bound to parameters the callee mutates. Builtins,
+    numeric libraries (torch, numpy, math, ...) unless in-place (``clip_grad_norm_``),
+    and called objects (``model(x)``, ``criterion(out, y)``): none. Anything
+    else (a method of an object, a project import): all of them.
+    """
+    func = call.func
+    names = [a for a in call.args if isinstance(a.value, cst.Name)]
+    if not names or not _may_mutate_args(p, func):
+        return []
+    callees = p.callees(call)
+    if not callees:
+        return [a.value for a in names]  # type: ignore[misc]
+    out = []
+    for fn in callees:
+        params = [param.name.value for param in fn.params.params]
+        if isinstance(func, cst.Attribute) and params:
+            params = params[1:]  # self
+        mutated = _mutated_params(p, fn)
+        for i, arg in enumerate(call.args):
+            if not isinstance(arg.value, cst.Name):
+                continue
+            param = arg.keyword.value if arg.keyword else (params[i] if i < len(params) else None)
+            if param is None or param in mutated:
+                out.append(arg.value)
+    return out
+
+
+_LIBRARIES = {
+    "torch",
+    "numpy",
+    "math",
+    "random",
+    "itertools",
+    "functools",
+    "os",
+    "sys",
+    "time",
+    "json",
+    "re",
+    "collections",
+    "statistics",
+    "copy",
+    "operator",
+    "einops",
+    "scipy",
+    "sklearn",
+}
+
+
+def _may_mutate_args(p: Program, func: cst.BaseExpression) -> bool:
+    root = root_name(func)
+    if root is None:
+        return True
+    kind, module = _binding(p, root)
+    if kind == "builtin":
+        return func is not root or root.value not in _PURE_BUILTINS
+    if kind == "import" and module.split(".")[0] in _LIBRARIES:
+        last = func.attr.value if isinstance(func, cst.Attribute) else root.value
+        return last.endswith("_") and not last.endswith("__")
+    # calling an object (model(x), criterion(out, y)) leaves its arguments alone
+    return not (kind == "value" and func is root)
+
+
+def _binding(p: Program, name: cst.Name) -> tuple[str, str]:
+    """How ``name`` is bound where it is used: builtin, import (with module), def, or value."""
+    scope = p.scope(name)
+    assignments = scope[name.value] if scope is not None and name.value in scope else set()
+    for a in assignments:
+        kind = type(a).__name__
+        if kind == "BuiltinAssignment":
+            return "builtin", ""
+        if kind == "ImportAssignment":
+            node = node_of(a)
+            if isinstance(node, cst.ImportFrom) and node.module is not None:
+                return "import", p.code(node.module)
+            for alias in getattr(node, "names", ()):
+                bound = (
+                    alias.asname.name.value if alias.asname else p.code(alias.name).split(".")[0]
+                )
+                if bound == name.value:
+                    return "import", p.code(alias.name)
+            return "import", ""
+        if isinstance(node_of(a), (cst.FunctionDef, cst.ClassDef)):
+            return "def", ""
+    return ("value", "") if assignments else ("unknown", "")
+
+
+def _mutated_params(p: Program, fn: FunctionNode) -> set[str]:
+    key = ("mutated-params", id(fn))
+    if key not in p.memo:
+        p.memo[key] = set()  # recursion guard
+        p.memo[key] = {r.value for r in _mutation_roots(p, [fn.body])}
+    found = p.memo[key]
+    assert isinstance(found, set)
+    return found
+
+
+def _mutated(p: Program, region: Nodes, owner: Nodes) -> list[str]:
+    """Names whose objects ``region`` mutates and that are bound outside ``owner``."""
+    out = []
+    for name in _mutation_roots(p, list(region)):
+        if name.value not in out and _outlives(p, name, owner):
+            out.append(name.value)
+    return out
+
+
+def _trainable_reads(p: Program, block: Nodes) -> list[str]:
+    """Names the block reads that are bound to trainable tensors (``nn.Parameter(...)``,
+    ``requires_grad=True``): an optimizer updates them in place without naming them."""
+    out = []
+    for node in (n for s in block for n in walk(s)):
+        if not isinstance(node, cst.Name) or node.value in out:
+            continue
+        scope = p.scope(node)
+        for a in scope[node.value] if scope is not None and node.value in scope else ():
+            if type(a).__name__ != "Assignment" or any(p.inside(node_of(a), s) for s in block):
+                continue
+            statement = next(
+                (x for x in p.ancestors(node_of(a)) if isinstance(x, cst.SimpleStatementLine)), None
+            )
+            code = p.code(statement) if statement is not None else ""
+            if "Parameter(" in code or "requires_grad=True" in code or "requires_grad_(" in code:
+                out.append(node.value)
+                break
+    return out
+
+
+def _carried(p: Program, scope: Scope, loop: Loop, outer: Nodes) -> list[str]:
+    """Names the loop body rebinds outside the block, initialized before the loop and read in it."""
+    out = []
+    for a in scope.assignments:
+        if not any(p.inside(node_of(a), s) for s in outer) or a.name in out:
+            continue
+        if isinstance(node_of(a), (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)):
+            continue
+        others = scope.assignments[a.name]
+        initialized = any(not p.inside(node_of(o), loop) for o in others)
+        read_in_loop = any(p.inside(r.node, loop) for o in others for r in o.references)
+        augmented = isinstance(p.parent(node_of(a)), cst.AugAssign)
+        if initialized and (read_in_loop or augmented):
+            out.append(a.name)
+    return out
+
+
+def _outlives(p: Program, name: cst.Name, region: Nodes) -> bool:
+    """Whether ``name`` refers to an object bound outside ``region`` (not a temporary)."""
+    scope = p.scope(name)
+    assignments = scope[name.value] if scope is not None and name.value in scope else set()
+    if not assignments:
+        return False
+    for a in assignments:
+        if type(a).__name__ in ("BuiltinAssignment", "ImportAssignment"):
+            return False
+        if isinstance(node_of(a), (cst.FunctionDef, cst.ClassDef)):
+            return False
+    return any(not any(p.inside(node_of(a), s) for s in region) for a in assignments)
+
+
+# -- (b) rebound, live names -------------------------------------------------------------
+def _rebound_live(p: Program, scope: Scope, block: Nodes) -> list[str]:
+    out: list[str] = []
+    scopes = [scope] + ([scope.globals] if not isinstance(scope, GlobalScope) else [])
+    for sc in scopes:
+        for assignment in sc.assignments:
+            node = node_of(assignment)
+            if not any(p.inside(node, s) for s in block) or p.scope(node) is not scope:
+                continue
+            if isinstance(node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)):
+                continue
+            name = assignment.name
+            if name not in out and _live(p, sc, name, block):
+                out.append(name)
+    return out
+
+
+def _live(p: Program, scope: Scope, name: str, block: Nodes) -> bool:
+    assignments = scope.assignments[name]
+    inside = [a for a in assignments if any(p.inside(node_of(a), s) for s in block)]
+    for a in assignments:
+        for ref in a.references:
+            if not any(p.inside(ref.node, s) for s in block):
+                return True  # read after the block, before it, or after the loop
+    if len(inside) < len(assignments):
+        return any(a.references for a in assignments)  # also bound outside: carried across
+    first_write = min((node_of(a) for a in inside), key=lambda n: p.index.position[id(n)])
+    for node in (n for s in block for n in walk(s)):
+        if (
+            isinstance(node, cst.AugAssign)
+            and isinstance(node.target, cst.Name)
+            and node.target.value == name
+        ):
+            return True  # reads the previous value
+        if isinstance(node, cst.Name) and node.value == name and p.before(node, first_write):
+            return True  # read before it is written: the previous iteration's value
+    return False
+
+
+# -- callees: module globals -------------------------------------------------------------
+def _callee_globals(p: Program, block: Nodes) -> list[str]:
+    """Module globals that functions called by the block rebind (``global``) or mutate."""
+    out: list[str] = []
+    for fn in (f for s in block for f in p.reachable_functions(s)):
+        for node in walk(fn.body):
+            if isinstance(node, cst.Global):
+                out.extend(n.name.value for n in node.names if n.name.value not in out)
+        for root in _mutation_roots(p, [fn.body]):
+            sc = p.scope(root)
+            if (
+                isinstance(sc, FunctionScope)
+                and root.value not in sc.assignments
+                and root.value not in out
+            ):
+                g = sc.globals
+                if root.value in g.assignments and _is_plain_global(g, root.value):
+                    out.append(root.value)
+    return out
+
+
+def _is_plain_global(g: Scope, name: str) -> bool:
+    return all(
+        not isinstance(node_of(a), (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef))
+        and type(a).__name__ == "Assignment"
+        for a in g.assignments[name]
+    )
+
+
+# -- expressions and targets --------------------------------------------------------------
+def _item(p: Program, scope: Scope, loop: Loop, name: str) -> StateItem | None:
+    if isinstance(scope, GlobalScope):
+        return _global_item(p, scope, name, loop)
+    declared_global = name in _declared_globals(p, scope)
+    if declared_global:
+        return StateItem(name, f'globals().get("{name}", {UNBOUND})', name)
+    if name in scope.assignments:
+        expr = name if _bound_before(p, scope, loop, name) else f'locals().get("{name}", {UNBOUND})'
+        return StateItem(name, expr, name)
+    if name in scope.globals.assignments:
+        return _global_item(p, scope, name, loop)
+    return None  # a free variable of an enclosing function: not restorable here
+
+
+def _global_item(p: Program, scope: Scope, name: str, loop: Loop) -> StateItem:
+    if isinstance(scope, GlobalScope):
+        bound = _bound_before(p, scope, loop, name)
+        return StateItem(name, name if bound else f'globals().get("{name}", {UNBOUND})', name)
+    target = name if name in _declared_globals(p, scope) else f'globals()["{name}"]'
+    return StateItem(name, f'globals().get("{name}", {UNBOUND})', target)
+
+
+def _declared_globals(p: Program, scope: Scope) -> set[str]:
+    node = getattr(scope, "node", None)
+    if node is None:
+        return set()
+    return {n.name.value for g in walk(node) if isinstance(g, cst.Global) for n in g.names}
+
+
+def _bound_before(p: Program, scope: Scope, loop: Loop, name: str) -> bool:
+    """Whether ``name`` is surely bound when the loop starts (so no UNBOUND guard is needed)."""
+    loop_ancestors = {id(a) for a in p.ancestors(loop)}
+    for a in scope.assignments[name]:
+        if isinstance(node_of(a), cst.Param):
+            return True
+        if not p.before(node_of(a), loop):
+            continue
+        compound = next(
+            (
+                x
+                for x in p.ancestors(node_of(a))
+                if isinstance(x, (cst.For, cst.While, cst.If, cst.Try, cst.With, cst.FunctionDef))
+            ),
+            None,
+        )
+        if compound is None or id(compound) in loop_ancestors:
+            return True
+    return False
+
+
+def _refuse_iterators(p: Program, scope: Scope, names: list[str]) -> None:
+    """Generators and live iterators cannot be checkpointed (PATTERNS.md 17)."""
+    generators = {name for name, fns in p.functions.items() if any(_yields(f) for f in fns)}
+    for name in names:
+        for a in scope[name]:
+            if type(a).__name__ != "Assignment":
+                continue
+            parent = p.parent(node_of(a))
+            while parent is not None and not isinstance(
+                parent, (cst.Assign, cst.AnnAssign, cst.BaseStatement)
+            ):
+                parent = p.parent(parent)
+            value = getattr(parent, "value", None)
+            if isinstance(value, cst.GeneratorExp) or (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Name)
+                and (value.func.value in ("iter", "cycle") or value.func.value in generators)
+            ):
+                raise Refused(
+                    f"`{name}` (line {p.line(node_of(a))}) is an iterator or generator the block advances; "
+                    "its position cannot be checkpointed"
+                )
+
+
+def _yields(fn: FunctionNode) -> bool:
+    return any(isinstance(n, cst.Yield) for n in walk(fn.body))

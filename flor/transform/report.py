@@ -1,0 +1,77 @@
+"""What the instrumenter decided, as frozen picklable results (LibCST's TransformResult style)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Note:
+    """A warning or refusal tied to a line of the user's file."""
+
+    line: int
+    message: str
+
+
+@dataclass(frozen=True)
+class BlockDecision:
+    name: str
+    first_line: int
+    last_line: int
+    why: str
+    state: tuple[str, ...]  # what SkipBlock.end receives, in order
+
+
+@dataclass(frozen=True)
+class LoopDecision:
+    function: str  # qualified name of the enclosing function, or "<module>"
+    line: int
+    header: str
+    blocks: tuple[BlockDecision, ...]
+
+
+@dataclass(frozen=True)
+class Instrumented:
+    """The outcome of instrumenting one file; the driver never raises for a user's file."""
+
+    filename: str
+    original: str
+    source: str  # the rewritten file (== original when nothing was instrumented)
+    loops: tuple[LoopDecision, ...] = ()
+    notes: tuple[Note, ...] = field(default=())
+    error: str | None = None  # set when the file could not be parsed
+
+    @property
+    def changed(self) -> bool:
+        return self.source != self.original
+
+    def diff(self) -> str:
+        return "".join(
+            difflib.unified_diff(
+                self.original.splitlines(keepends=True),
+                self.source.splitlines(keepends=True),
+                fromfile=self.filename,
+                tofile=f"{self.filename} (instrumented)",
+            )
+        )
+
+    def report(self) -> str:
+        """Decisions and warnings, one per line, ``file:line: ...``."""
+        if self.error:
+            return f"{self.filename}: {self.error}\n"
+        lines = []
+        for loop in self.loops:
+            lines.append(
+                f"{self.filename}:{loop.line}: main loop `{loop.header}` in {loop.function}"
+            )
+            for b in loop.blocks:
+                state = ", ".join(b.state) or "nothing"
+                lines.append(
+                    f"{self.filename}:{b.first_line}-{b.last_line}: block {b.name} ({b.why}); state: {state}"
+                )
+        for note in self.notes:
+            lines.append(f"{self.filename}:{note.line}: warning: {note.message}")
+        if not self.loops and not self.notes:
+            lines.append(f"{self.filename}: no training loop found; the file is unchanged")
+        return "\n".join(lines) + "\n"

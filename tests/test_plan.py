@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from flor.errors import FlorError
+from flor.runtime.plan import DEAD, LIVE, QUIET, make_plan, parse_iterations, segment_bounds
+
+
+def test_segments_partition_and_start_after_checkpoints() -> None:
+    bounds = segment_bounds(10, 3, committed={0, 2, 4, 6, 8})
+    assert bounds == [(0, 3), (3, 7), (7, 10)]
+    assert all(start - 1 in {0, 2, 4, 6, 8} for start, _ in bounds[1:])
+
+
+def test_segments_snap_to_nearby_checkpoint() -> None:
+    assert segment_bounds(12, 2, committed={4}) == [(0, 5), (5, 12)]
+    assert segment_bounds(12, 2, committed={0}) == [(0, 6), (6, 12)]  # too far: stay even
+
+
+@pytest.mark.parametrize("total,n", [(0, 1), (1, 3), (7, 7), (100, 6), (13, 4)])
+def test_segments_always_partition(total: int, n: int) -> None:
+    bounds = segment_bounds(total, n, committed=set(range(0, total, 3)))
+    assert len(bounds) == n
+    assert [i for a, b in bounds for i in range(a, b)] == list(range(total))
+
+
+def test_plan_restores_nearest_checkpoint_then_runs_quietly() -> None:
+    plan = make_plan(10, committed={0, 4}, live={7, 8}, complete=True)
+    assert plan.actions == (DEAD,) * 4 + (QUIET,) * 3 + (LIVE, LIVE, DEAD)
+    assert plan.entries == {4}
+    assert not plan.natural_end and plan.last_live == 8
+
+
+def test_plan_without_checkpoints_starts_from_zero() -> None:
+    plan = make_plan(5, committed=set(), live={3, 4}, complete=True)
+    assert plan.actions == (QUIET, QUIET, QUIET, LIVE, LIVE)
+    assert plan.entries == frozenset() and plan.natural_end
+
+
+def test_plan_of_whole_run_and_incomplete_run() -> None:
+    assert make_plan(3, {0, 1, 2}, {0, 1, 2}, complete=True).actions == (LIVE,) * 3
+    assert not make_plan(3, {0, 1, 2}, {0, 1, 2}, complete=False).natural_end
+
+
+def test_plan_for_two_stretches_reuses_state_when_cheaper() -> None:
+    plan = make_plan(10, committed={5}, live={1, 2, 8}, complete=True)
+    assert plan.actions[:3] == (QUIET, LIVE, LIVE)
+    assert plan.entries == {5} and plan.actions[5:9] == (QUIET, QUIET, QUIET, LIVE)
+
+
+def test_parse_iterations() -> None:
+    assert parse_iterations("9", 200) == {9}
+    assert parse_iterations("0-2, 5", 10) == {0, 1, 2, 5}
+    with pytest.raises(FlorError, match="outside"):
+        parse_iterations("10", 10)
+    with pytest.raises(FlorError, match="use e.g."):
+        parse_iterations("a-b", 10)

@@ -1,0 +1,131 @@
+"""Capture/restore round trips through real serialization, as a skipped block sees them."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from flor.errors import CorruptCheckpoint
+from flor.runtime.codec import decode, encode
+from flor.runtime.state import (
+    UNBOUND,
+    Unrestorable,
+    capture,
+    capture_rng,
+    restore,
+    restore_rng,
+    stateful_in_scope,
+)
+
+
+class Box:
+    def __init__(self) -> None:
+        self.model = torch.nn.Linear(3, 2)
+        self.opt = torch.optim.Adam(self.model.parameters())
+        self.count = 0
+        self.history: list[float] = []
+        self.loader = torch.utils.data.DataLoader(list(range(4)))
+
+
+def _roundtrip(objs: list) -> list:
+    memo: dict[int, int] = {}
+    data, sha = encode([capture(o, memo) for o in objs])
+    return decode(data, sha, "k")
+
+
+def _train(box: Box) -> None:
+    loss = box.model(torch.randn(4, 3)).sum()
+    loss.backward()
+    box.opt.step()
+    box.count += 1
+    box.history.append(loss.item())
+
+
+def test_plain_object_with_modules_restores_in_place() -> None:
+    box = Box()
+    _train(box)
+    nodes = _roundtrip([box])
+    expected = {k: v.clone() for k, v in box.model.state_dict().items()}
+    model, opt, loader = box.model, box.opt, box.loader
+    box.model.weight.data.zero_()
+    box.opt.zero_grad()
+    box.count, box.history = 99, []
+    assert restore(box, nodes[0], {}) is box
+    assert box.model is model and box.opt is opt and box.loader is loader
+    assert box.count == 1 and len(box.history) == 1
+    assert all(torch.equal(box.model.state_dict()[k], v) for k, v in expected.items())
+    assert opt.param_groups[0]["params"][0] is model.weight, "optimizer still drives the model"
+    assert model.weight.grad is not None, "gradients of the last step are restored too"
+
+
+def test_shared_objects_are_saved_once_and_aliases_survive() -> None:
+    model = torch.nn.Linear(2, 2)
+    pair = [model, {"m": model}]
+    nodes = _roundtrip([model, pair])
+    assert nodes[1]["v"][0]["k"] == "ref"
+    done: dict[int, object] = {}
+    assert restore(model, nodes[0], done) is model
+    out = restore(pair, nodes[1], done)
+    assert out is pair and pair[0] is model and pair[1]["m"] is model
+
+
+def test_values_tensors_parameters_and_unbound() -> None:
+    p = torch.nn.Parameter(torch.ones(3))
+    t = torch.arange(4.0)
+    nodes = _roundtrip([3, 2.5, "s", None, t, p, UNBOUND, np.arange(3), {1, 2}, (1, t)])
+    p.data.zero_()
+    done: dict[int, object] = {}
+    restored = [
+        restore(cur, n, done) for cur, n in zip([0, 0, "", 1, None, p, 0, None, set(), None], nodes)
+    ]
+    assert restored[:4] == [3, 2.5, "s", None]
+    assert torch.equal(restored[4], t)
+    assert restored[5] is p and torch.equal(p, torch.ones(3))
+    assert restored[6] is UNBOUND
+    assert restored[7].tolist() == [0, 1, 2]
+    assert restored[8] == {1, 2}
+    assert restored[9][0] == 1 and torch.equal(restored[9][1], t)
+
+
+def test_module_train_mode_and_scheduler_flags_restored() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout())
+    model.train()
+    nodes = _roundtrip([model])
+    model.eval()
+    restore(model, nodes[0], {})
+    assert model.training and model[1].training
+
+
+def test_self_reference() -> None:
+    box = Box()
+    box.me = box  # type: ignore[attr-defined]
+    nodes = _roundtrip([box])
+    assert restore(box, nodes[0], {}) is box and box.me is box  # type: ignore[attr-defined]
+
+
+def test_generators_cannot_be_checkpointed() -> None:
+    with pytest.raises(Unrestorable, match="generator"):
+        capture(i for i in range(3))
+
+
+def test_stateful_objects_in_scope_are_found() -> None:
+    box = Box()
+    sched = torch.optim.lr_scheduler.StepLR(box.opt, 1)
+    found = stateful_in_scope({"self": box, "sched": sched, "n": 3, "torch": torch})
+    assert set(found) == {"self.model", "self.opt", "sched"}
+
+
+def test_rng_streams_round_trip() -> None:
+    rng = decode(*encode(capture_rng()), "k")
+    a = (random.random(), float(np.random.rand()), torch.rand(1).item())
+    restore_rng(rng)
+    assert (random.random(), float(np.random.rand()), torch.rand(1).item()) == a
+
+
+def test_corrupt_bytes_are_detected_before_loading() -> None:
+    data, sha = encode({"k": "val", "v": 1})
+    with pytest.raises(CorruptCheckpoint, match="checksum"):
+        decode(data[:-1] + b"x", sha, "some/key")
