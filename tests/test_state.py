@@ -12,6 +12,7 @@ from flor.errors import CorruptCheckpoint
 from flor.runtime.codec import decode, encode
 from flor.runtime.state import (
     UNBOUND,
+    Snapshot,
     Unrestorable,
     capture,
     capture_rng,
@@ -31,8 +32,8 @@ class Box:
 
 
 def _roundtrip(objs: list) -> list:
-    memo: dict[int, int] = {}
-    data, sha = encode([capture(o, memo) for o in objs])
+    snap = Snapshot()
+    data, sha = encode([capture(o, snap) for o in objs])
     return decode(data, sha, "k")
 
 

@@ -16,7 +16,7 @@ from flor.runtime.context import Options
 from flor.runtime.output import TaggedStream
 from flor.runtime.policy import CheckpointPolicy
 from flor.runtime.session import Scope, Session, as_iterator, numeric_environment
-from flor.runtime.state import Unrestorable, capture, capture_rng, nbytes, stateful_in_scope
+from flor.runtime.state import Snapshot, Unrestorable, capture, capture_rng, stateful_in_scope
 from flor.runtime.writer import BackgroundWriter
 
 
@@ -197,12 +197,12 @@ class Recorder(Session):
         scope: Scope,
     ) -> None:
         start = time.perf_counter()
-        memo: dict[int, int] = {}
+        snap = Snapshot()
         try:
             tree = {
-                "objs": [capture(o, memo) for o in objs],
-                "named": {k: capture(v, memo) for k, v in named.items()},
-                "scope": {k: capture(v, memo) for k, v in stateful_in_scope(scope()).items()},
+                "objs": [capture(o, snap) for o in objs],
+                "named": {k: capture(v, snap) for k, v in named.items()},
+                "scope": {k: capture(v, snap) for k, v in stateful_in_scope(scope()).items()},
                 "rng": capture_rng(),
             }
         except Unrestorable as e:
@@ -216,7 +216,7 @@ class Recorder(Session):
             return
         key = runs.ckpt_key(self.prefix, g, name, occurrence)
         blocks = self._blocks.setdefault(g, {})
-        size = nbytes(tree["objs"]) + nbytes(tree["named"]) + nbytes(tree["scope"])  # RNG: small
+        size = snap.nbytes
 
         def write() -> None:
             data, sha = encode(tree)

@@ -114,23 +114,36 @@ def tensor_copy(t: torch.Tensor) -> torch.Tensor:
     return t.to("cpu", copy=True) if t.device.type != "cpu" else t.clone()
 
 
-def clone_tree(x: Any) -> Any:
+class Snapshot:
+    """One checkpoint being taken: the objects seen so far (an object shared by two
+    names is saved once), and the bytes of tensor data copied (what bounds the writer)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, int] = {}
+        self.nbytes = 0
+
+    def copy(self, t: torch.Tensor) -> torch.Tensor:
+        self.nbytes += t.numel() * t.element_size()
+        return tensor_copy(t)
+
+
+def clone_tree(x: Any, snap: Snapshot) -> Any:
     """Deep copy of a state_dict-like tree: tensors copied, opaque leaves pickled."""
     if isinstance(x, torch.Tensor):
-        return tensor_copy(x)
+        return snap.copy(x)
     if isinstance(x, _PRIMITIVES):
         return x
     if isinstance(x, dict):
         out: dict[Any, Any] = OrderedDict() if isinstance(x, OrderedDict) else {}
         for k, v in x.items():
-            out[k] = clone_tree(v)
+            out[k] = clone_tree(v, snap)
         if hasattr(x, "_metadata"):
             out._metadata = x._metadata  # type: ignore[attr-defined]
         return out
     if isinstance(x, list):
-        return [clone_tree(v) for v in x]
+        return [clone_tree(v, snap) for v in x]
     if isinstance(x, tuple):
-        return tuple(clone_tree(v) for v in x)
+        return tuple(clone_tree(v, snap) for v in x)
     return {"__flor_pickle__": _pickle(x)}
 
 
@@ -141,9 +154,10 @@ def _pickle(x: Any) -> bytes:
         raise Unrestorable(f"{type(x).__name__} cannot be saved ({e})") from None
 
 
-def capture(obj: Any, memo: dict[int, int] | None = None) -> dict[str, Any]:
+def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
     """Snapshot ``obj``; shared objects are captured once and referenced after."""
-    memo = {} if memo is None else memo
+    snap = Snapshot() if snap is None else snap
+    memo = snap.seen
     if obj is UNBOUND:
         return {"k": "unbound"}
     if isinstance(obj, _PRIMITIVES):
@@ -155,35 +169,35 @@ def capture(obj: Any, memo: dict[int, int] | None = None) -> dict[str, Any]:
     if isinstance(obj, (types.GeneratorType, type(threading.Lock()))):
         raise Unrestorable(f"a {type(obj).__name__} cannot be checkpointed")
     memo[id(obj)] = len(memo)
-    node = _capture_new(obj, memo)
+    node = _capture_new(obj, snap)
     node["id"] = memo[id(obj)]
     return node
 
 
-def _capture_new(obj: Any, memo: dict[int, int]) -> dict[str, Any]:
+def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
     if isinstance(obj, torch.Tensor):
         in_place = isinstance(obj, torch.nn.Parameter) or (obj.is_leaf and obj.requires_grad)
         return {
             "k": "param" if in_place else "tensor",
-            "v": tensor_copy(obj),
+            "v": snap.copy(obj),
             "grad": obj.requires_grad,
         }
     if _stateful(obj):
-        node = {"k": "sd", "v": clone_tree(obj.state_dict()), "flags": _flags(obj)}
+        node = {"k": "sd", "v": clone_tree(obj.state_dict(), snap), "flags": _flags(obj)}
         if isinstance(obj, torch.nn.Module):  # hindsight logs read gradients: a full run has them
             node["grads"] = [
-                None if p.grad is None else tensor_copy(p.grad) for p in obj.parameters()
+                None if p.grad is None else snap.copy(p.grad) for p in obj.parameters()
             ]
         return node
     if isinstance(obj, (list, tuple)):
         kind = "list" if isinstance(obj, list) else "tuple"
-        return {"k": kind, "v": [capture(v, memo) for v in obj]}
+        return {"k": kind, "v": [capture(v, snap) for v in obj]}
     if isinstance(obj, dict) and all(isinstance(k, _PRIMITIVES) for k in obj):
-        return {"k": "dict", "keys": list(obj), "v": [capture(v, memo) for v in obj.values()]}
+        return {"k": "dict", "keys": list(obj), "v": [capture(v, snap) for v in obj.values()]}
     if not _plain_object(obj):
         return {"k": "pickle", "v": _pickle(obj)}
     attrs = vars(obj)
-    return {"k": "obj", "v": {name: capture(v, memo) for name, v in attrs.items()}}
+    return {"k": "obj", "v": {name: capture(v, snap) for name, v in attrs.items()}}
 
 
 def _flags(obj: Any) -> dict[str, Any]:
@@ -299,7 +313,7 @@ def capture_rng() -> dict[str, Any]:
     """Every global RNG stream: python, numpy (if imported), torch CPU, each CUDA device."""
     version, internal, gauss = random.getstate()
     rng: dict[str, Any] = {
-        "python": [version, list(internal), gauss],
+        "python": [version, internal, gauss],
         "torch": torch.get_rng_state(),
     }
     np = sys.modules.get("numpy")
@@ -322,16 +336,3 @@ def restore_rng(rng: dict[str, Any]) -> None:
         np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     if "cuda" in rng and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
-
-
-def nbytes(tree: Any) -> int:
-    """Bytes of tensor data in a snapshot tree (what bounds the writer's queue)."""
-    if isinstance(tree, torch.Tensor):
-        return tree.numel() * tree.element_size()
-    if isinstance(tree, dict):
-        return sum(nbytes(v) for v in tree.values())
-    if isinstance(tree, (list, tuple)):
-        return sum(nbytes(v) for v in tree)
-    if isinstance(tree, bytes):
-        return len(tree)
-    return 0
