@@ -361,39 +361,17 @@ def gc(
     dry_run: bool,
 ) -> None:
     """Delete old runs (or only their checkpoints) by a retention rule, reporting bytes freed."""
-    import time
+    from flor.runtime import retention
 
     if keep is None and older_than is None:
         raise FlorError("no-rule", "say what to delete: --keep N and/or --older-than DAYS")
     store = open_store()
-    freed, runs_touched = 0, 0
-    for experiment in [name] if name else runs.list_experiments(store):
-        ids = runs.list_runs(store, experiment)
-        candidates = ids[: len(ids) - keep] if keep is not None else ids
-        for run_id in candidates:
-            prefix = runs.run_prefix(experiment, run_id)
-            meta = runs.get_json(store, f"{prefix}/run.json")
-            if older_than is not None and meta.get("started", 0) > time.time() - older_than * 86400:
-                continue
-            keys = list(store.keys(f"{prefix}/ckpt" if checkpoints_only else prefix))
-            if not keys:
-                continue
-            runs_touched += 1
-            for key in keys:
-                freed += store.size(key)
-                if not dry_run:
-                    store.delete(key)
-            if checkpoints_only and not dry_run:
-                for key in store.keys(f"{prefix}/journal"):
-                    if not key.rsplit("/", 1)[-1].startswith("loop-"):
-                        entry = runs.get_json(store, key)
-                        entry["blocks"] = {}  # the data is gone: replay re-executes these
-                        runs.put_json(store, key, entry)
+    found = retention.select(store, keep, older_than, checkpoints_only, name)
+    if not dry_run:
+        retention.delete(store, found, checkpoints_only)
     verb = "would free" if dry_run else "freed"
-    what = "checkpoints of" if checkpoints_only else ""
-    click.echo(
-        f"flor gc: {verb} {freed / 1e6:.1f} MB from {what} {runs_touched} runs".replace("  ", " ")
-    )
+    what = "checkpoints of " if checkpoints_only else ""
+    click.echo(f"flor gc: {verb} {found.nbytes / 1e6:.1f} MB from {what}{len(found.keys)} runs")
 
 
 @cli.command("ls")
@@ -471,7 +449,9 @@ def logs(
     rows = query.logged_values(store, name, run.run_id)
     if plot_name:
         path = output or f"{name}-{plot_name}.png"
-        _plot(rows, plot_name, f"{name}/{run.run_id}", path)
+        from flor.plot import plot_values
+
+        plot_values(rows, plot_name, f"{name}/{run.run_id}", path)
         click.echo(path)
         return
     if fmt == "json":
@@ -486,38 +466,6 @@ def logs(
         for r in rows:
             it = "-" if r["iteration"] is None else r["iteration"]
             click.echo(f"{it:>5}  {r['name']:<16} {json.dumps(r['value']):<24} {r['source']}")
-
-
-def _plot(rows: list[dict[str, Any]], value: str, title: str, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise FlorError(
-            "no-matplotlib", "--plot needs matplotlib: pip install matplotlib"
-        ) from None
-    series: dict[str, list[tuple[int, float]]] = {}
-    for r in rows:
-        if (
-            r["name"] == value
-            and isinstance(r["value"], (int, float))
-            and r["iteration"] is not None
-        ):
-            series.setdefault(r["source"], []).append((r["iteration"], float(r["value"])))
-    if not series:
-        raise FlorError("no-values", f"no numeric values named {value!r} were logged in {title}")
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for source, points in sorted(series.items()):
-        points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=source)
-    ax.set(xlabel="iteration", ylabel=value, title=f"{value} in {title}")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def main() -> None:

@@ -32,9 +32,7 @@ class StateItem:
     target: str  # what end()'s result is bound to
 
 
-def infer_state(
-    p: Program, loop: Loop, owner: FunctionNode | None, block: Nodes
-) -> list[StateItem]:
+def infer_state(p: Program, loop: Loop, block: Nodes) -> list[StateItem]:
     """State of ``block``, plus what the rest of the loop body carries across iterations.
 
     The latter (a ``best_acc`` updated by evaluation, a history list) is saved at

@@ -61,7 +61,7 @@ def instrument(source: str, filename: str = "<script>") -> Instrumented:
             choice = choose_block(p, loop)
             assert isinstance(loop.body, cst.IndentedBlock)  # choose_block refuses others
             block = list(loop.body.body)[choice.start : choice.stop]
-            state = tuple(infer_state(p, loop, owner, block))
+            state = tuple(infer_state(p, loop, block))
         except Refused as e:
             notes.append(Note(p.line(loop), f"`{header}` not instrumented: {e}"))
             continue
