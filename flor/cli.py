@@ -89,10 +89,12 @@ def instrument(script: str, output: str | None, write: bool) -> None:
 
 
 def _rewrite(script: str, original: str) -> str:
-    """The instrumented script; unchanged (with the reasons on stderr) where flor cannot."""
+    """The instrumented script; unchanged, with the reasons on stderr, where flor cannot
+    rewrite it (python then reports a real syntax error itself, exactly as it would)."""
     result = instrument_source(original, script)
     if result.error:
-        raise FlorError("syntax", f"{script}:{result.error}")
+        click.echo(f"flor: warning: {script}:{result.error}; running it unmodified", err=True)
+        return original
     for line in result.report().splitlines():
         click.echo(f"flor: {line}", err=True)
     return result.source

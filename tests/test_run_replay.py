@@ -120,6 +120,17 @@ def test_tracebacks_point_at_the_original_lines(flor_env: Flor) -> None:
     assert "flor/runtime" not in run.stderr.split("Traceback", 1)[1], "flor's frames are trimmed"
 
 
+def test_unparsable_script_runs_unmodified_like_python(flor_env: Flor) -> None:
+    f = flor_env
+    script = f.work / "broken.py"
+    script.write_text("print('before')\nfor x in range(3)\n    pass\n")
+    plain = f.python(script, check=False)
+    run = flor(f, "run", "--name", "broken", "broken.py", check=False)
+    assert run.returncode == plain.returncode == 1
+    assert "flor: warning: broken.py:2:" in run.stderr and "running it unmodified" in run.stderr
+    assert run.stderr.strip().endswith(plain.stderr.strip().splitlines()[-1])  # SyntaxError: ...
+
+
 def test_replay_errors_are_one_line(flor_env: Flor) -> None:
     f = flor_env
     write(f, "while_condition.py", "none")
