@@ -25,6 +25,7 @@ from flor.transform import instrument as instrument_source
 from flor.transform.edits import training_edits
 
 SCRIPT_SETTINGS = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+RUN_OPTION = click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -305,7 +306,7 @@ def _print_plan(run: runs.RecordedRun, options: Options, count: int) -> None:
 
 @cli.command()
 @click.argument("name")
-@click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
+@RUN_OPTION
 @one_line_errors
 def diff(name: str, run_id: str | None) -> None:
     """Show the instrumentation flor applied to a run, then the recorded script vs the current one."""
@@ -398,7 +399,7 @@ def ls_command() -> None:
 
 @cli.command()
 @click.argument("name")
-@click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
+@RUN_OPTION
 @one_line_errors
 def show(name: str, run_id: str | None) -> None:
     """Show one run: metadata, iterations, checkpoints and overhead."""
@@ -435,7 +436,7 @@ def _ranges(values: list[int]) -> str:
 
 @cli.command()
 @click.argument("name")
-@click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
+@RUN_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
 @click.option(
     "--plot", "plot_name", metavar="VALUE", help="Write a PNG line plot of VALUE per iteration."
