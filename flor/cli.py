@@ -20,6 +20,7 @@ import click
 from flor.errors import FlorError
 from flor.runtime import query, runs
 from flor.runtime.context import DEFAULT_EPSILON, Options, activate, check_name, parse_segment
+from flor.runtime.execfile import read_script
 from flor.store import open_store
 from flor.transform import instrument as instrument_source
 from flor.transform.edits import training_edits
@@ -57,14 +58,6 @@ def _when(ts: float | None) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise FlorError("no-script", f"cannot read {path}: {e.strerror}") from None
-
-
 @cli.command()
 @click.argument("script")
 @click.option("-o", "--output", help="Write the instrumented script here.")
@@ -77,7 +70,7 @@ def instrument(script: str, output: str | None, write: bool) -> None:
     its state, warnings) on stderr. Add `# flor: skip` above a loop, or
     `# flor: skip-file` at the top of a file, to opt out.
     """
-    result = instrument_source(_read(script), script)
+    result = instrument_source(read_script(script), script)
     if result.error:
         raise FlorError("syntax", f"{script}:{result.error}")
     click.echo(result.report(), err=True, nl=False)
@@ -123,7 +116,7 @@ def run(name: str, epsilon: float, script: str, args: tuple[str, ...]) -> None:
 
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
-    original = _read(script)
+    original = read_script(script)
     source = _rewrite(script, original)
     options = Options(
         mode="record",
@@ -190,7 +183,7 @@ def replay(
     )
     if workers and segment:
         raise FlorError("bad-option", "--workers runs every segment; --segment runs one: pick one")
-    original = _read(script)
+    original = read_script(script)
     source = _rewrite(script, original) if run.meta.get("instrumented") else original
     _warn_training_edits(store, run, original, source, script)
     options = Options(
@@ -221,9 +214,8 @@ def replay(
 def _warn_training_edits(
     store: Any, run: runs.RecordedRun, original: str, source: str, script: str
 ) -> None:
-    key = f"{run.prefix}/original.py" if run.meta.get("instrumented") else f"{run.prefix}/source.py"
     try:
-        recorded = store.get(key).decode()
+        recorded = runs.recorded_original(store, run)
     except KeyError:
         return
     for note in training_edits(recorded, original, source, script):
@@ -315,9 +307,8 @@ def diff(name: str, run_id: str | None) -> None:
     store = open_store()
     run = runs.load_run(store, name, run_id)
     script = run.meta.get("script") or ""
-    recorded = run.source
+    recorded = runs.recorded_original(store, run)
     if run.meta.get("instrumented"):
-        recorded = store.get(f"{run.prefix}/original.py").decode()
         click.echo(
             "".join(
                 difflib.unified_diff(
@@ -330,7 +321,7 @@ def diff(name: str, run_id: str | None) -> None:
             nl=False,
         )
     try:
-        current = _read(script)
+        current = read_script(script)
     except FlorError:
         click.echo(f"flor: {script} no longer exists", err=True)
         return

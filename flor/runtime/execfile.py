@@ -14,6 +14,17 @@ import sys
 import traceback
 import types
 
+from flor.errors import FlorError
+
+
+def read_script(path: str) -> str:
+    """The script's text; a one-line FlorError if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise FlorError("no-script", f"cannot read {path}: {e.strerror}") from None
+
 
 def line_map(original: str, rewritten: str) -> dict[int, int]:
     """Rewritten line -> original line. Inserted lines map to the line before them;

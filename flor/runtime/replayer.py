@@ -11,6 +11,7 @@ from typing import Any
 from flor.errors import CorruptCheckpoint, FlorError
 from flor.runtime import runs
 from flor.runtime.context import Options
+from flor.runtime.execfile import read_script
 from flor.runtime.loader import CheckpointLoader
 from flor.runtime.output import TaggedStream
 from flor.runtime.plan import DEAD, QUIET, Plan, make_plan, parse_iterations, segment_bounds
@@ -70,7 +71,7 @@ class Replayer(Session):
         assert options.name
         self.run = runs.load_run(self.store, options.name, options.run_id)
         self.script = options.script or self.run.meta.get("script") or ""
-        self.source = options.source if options.source is not None else _read_script(self.script)
+        self.source = options.source if options.source is not None else read_script(self.script)
         decided = plan_replay(self.run, self.source, self.script, options)
         for name in sorted(decided.grown):
             self.warn_once(
@@ -234,13 +235,3 @@ class Replayer(Session):
 
 
 _END = object()
-
-
-def _read_script(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise FlorError(
-            "no-script", f"cannot read the script to replay {path!r}: {e.strerror}"
-        ) from None

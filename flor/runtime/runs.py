@@ -96,6 +96,13 @@ class RecordedRun:
         )
 
 
+def recorded_original(store: Store, run: RecordedRun) -> str:
+    """The user's script as recorded: before ``flor run`` rewrote it, if it did."""
+    if run.meta.get("instrumented"):
+        return store.get(f"{run.prefix}/original.py").decode()
+    return run.source
+
+
 def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
     """Read run ``run_id`` of ``name`` (default: the latest); one-line errors if missing."""
     runs = list_runs(store, name)
