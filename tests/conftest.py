@@ -50,16 +50,26 @@ class Flor:
     def python(
         self, script: Path, *args: str, check: bool = True, **env: str
     ) -> subprocess.CompletedProcess[str]:
+        """``python SCRIPT ARGS`` in the work dir."""
+        return self._run([str(script), *args], check, env)
+
+    def cli(self, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+        """``flor ARGS`` (the real command) in the work dir."""
+        return self._run(["-m", "flor.cli", *args], check, env)
+
+    def _run(
+        self, args: list[str], check: bool, env: dict[str, str]
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            [sys.executable, str(script), *args],
+            [sys.executable, *args],
             capture_output=True,
             text=True,
             env=self.env(**env),
             cwd=self.work,
-            timeout=300,
+            timeout=600,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"{script.name} {args} exited {proc.returncode}:\n{proc.stderr}")
+            raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stderr}")
         return proc
 
     def copy(self, name: str, kind: str | None = None, as_name: str | None = None) -> Path:

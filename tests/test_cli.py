@@ -74,11 +74,9 @@ def test_ls_show_logs_after_a_run(flor_env: Flor) -> None:
     f.python(script, "--flor", "exp", FLOR_EPSILON="1e9")
     edited = f.copy("while_loop.py", "outside")
     f.python(edited, "--flor", "exp", "--replay_flor", "2/2")
-    env = f.env()
 
     def run(*args: str) -> str:
-        command = [sys.executable, "-m", "flor.cli", *args]
-        return subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+        return f.cli(*args).stdout
 
     assert "exp" in run("ls") and "finished" in run("ls")
     shown = run("show", "exp")

@@ -6,8 +6,6 @@ Ground truth is always a plain `python edited.py` run of the edited script.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,20 +22,6 @@ REALISTIC = [
 ]
 
 
-def flor(f: Flor, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "flor.cli", *args],
-        capture_output=True,
-        text=True,
-        env=f.env(**env),
-        cwd=f.work,
-        timeout=600,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"flor {args} exited {proc.returncode}:\n{proc.stderr}")
-    return proc
-
-
 def write(f: Flor, name: str, kind: str) -> Path:
     path = f.work / name
     path.write_text(hindsight((PLAIN / name).read_text(), kind))
@@ -51,20 +35,20 @@ def test_run_then_replay_whole_parallel_and_by_segment(
     f = flor_env
     script = write(f, name, "none")
     plain = f.python(script, *args).stdout
-    recorded = flor(f, "run", "--name", "exp", name, *args)
+    recorded = f.cli("run", "--name", "exp", name, *args)
     assert recorded.stdout == plain
     for kind in ("outside", "inside"):
         if f"# @{kind}:" not in (PLAIN / name).read_text():
             continue
         write(f, name, kind)
         truth = f.python(script, *args).stdout
-        assert flor(f, "replay", "--name", "exp").stdout == truth, f"{kind}: 1 worker"
-        assert flor(f, "replay", "--name", "exp", "--workers", "2").stdout == truth, (
+        assert f.cli("replay", "--name", "exp").stdout == truth, f"{kind}: 1 worker"
+        assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth, (
             f"{kind}: 2 workers"
         )
     write(f, name, "outside")
     truth = f.python(script, *args).stdout
-    pieces = [flor(f, "replay", "--name", "exp", "--segment", f"{i}/3").stdout for i in (1, 2, 3)]
+    pieces = [f.cli("replay", "--name", "exp", "--segment", f"{i}/3").stdout for i in (1, 2, 3)]
     segments = sorted(
         (r for r in f.replays("exp") if r["segment"][1] == 3), key=lambda r: r["segment"]
     )
@@ -91,13 +75,11 @@ def test_run_is_faithful_to_python(flor_env: Flor) -> None:
         "sys.exit(int(sys.argv[2]))\n"
     )
     plain = f.python(script, str(f.work), "3", "--flag=x", check=False)
-    run = flor(
-        f, "run", "--name", "faith", "faithful.py", str(f.work), "3", "--flag=x", check=False
-    )
+    run = f.cli("run", "--name", "faith", "faithful.py", str(f.work), "3", "--flag=x", check=False)
     assert plain.returncode == run.returncode == 3
     assert run.stdout == plain.stdout
     assert "['" + str(f.work) + "', '3', '--flag=x'] faithful.py __main__ 42 True" in run.stdout
-    replayed = flor(f, "replay", "--name", "faith", check=False)
+    replayed = f.cli("replay", "--name", "faith", check=False)
     assert replayed.returncode == 3 and replayed.stdout == plain.stdout
 
 
@@ -110,7 +92,7 @@ def test_tracebacks_point_at_the_original_lines(flor_env: Flor) -> None:
         "    if epoch == 1:\n        raise ValueError('user bug')\n"
     )
     plain = f.python(script, check=False)
-    run = flor(f, "run", "--name", "boom", "boom.py", check=False)
+    run = f.cli("run", "--name", "boom", "boom.py", check=False)
     assert run.returncode == plain.returncode == 1
     assert (
         'boom.py", line 9, in <module>' in run.stderr
@@ -125,7 +107,7 @@ def test_unparsable_script_runs_unmodified_like_python(flor_env: Flor) -> None:
     script = f.work / "broken.py"
     script.write_text("print('before')\nfor x in range(3)\n    pass\n")
     plain = f.python(script, check=False)
-    run = flor(f, "run", "--name", "broken", "broken.py", check=False)
+    run = f.cli("run", "--name", "broken", "broken.py", check=False)
     assert run.returncode == plain.returncode == 1
     assert "flor: warning: broken.py:2:" in run.stderr and "running it unmodified" in run.stderr
     assert run.stderr.strip().endswith(plain.stderr.strip().splitlines()[-1])  # SyntaxError: ...
@@ -134,7 +116,7 @@ def test_unparsable_script_runs_unmodified_like_python(flor_env: Flor) -> None:
 def test_replay_errors_are_one_line(flor_env: Flor) -> None:
     f = flor_env
     write(f, "while_condition.py", "none")
-    flor(f, "run", "--name", "exp", "while_condition.py")
+    f.cli("run", "--name", "exp", "while_condition.py")
     cases = [
         (["replay", "--name", "nosuch"], "no recorded run named 'nosuch'"),
         (["replay", "--name", "exp", "--segment", "3/2"], "outside 1..2"),
@@ -146,7 +128,7 @@ def test_replay_errors_are_one_line(flor_env: Flor) -> None:
         (["run", "--name", "bad/name", "while_condition.py"], "run name"),
     ]
     for args, message in cases:
-        proc = flor(f, *args, check=False)
+        proc = f.cli(*args, check=False)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, (args, proc.stderr)
         assert lines[-1].startswith("flor: error: ") and message in lines[-1], (args, proc.stderr)
@@ -156,14 +138,14 @@ def test_replay_errors_are_one_line(flor_env: Flor) -> None:
 def test_changed_block_structure_is_refused(flor_env: Flor) -> None:
     f = flor_env
     script = write(f, "train_function.py", "none")
-    flor(f, "run", "--name", "exp", "train_function.py", "--epochs", "2")
+    f.cli("run", "--name", "exp", "train_function.py", "--epochs", "2")
     moved = (
         script.read_text()
         .replace("def main():", "def main_renamed():")
         .replace("    main()", "    main_renamed()")
     )
     script.write_text(moved)
-    proc = flor(f, "replay", "--name", "exp", check=False)
+    proc = f.cli("replay", "--name", "exp", check=False)
     assert proc.returncode == 2 and "SkipBlocks no longer match the record" in proc.stderr
     assert "missing now: main.L0" in proc.stderr
 
@@ -171,24 +153,24 @@ def test_changed_block_structure_is_refused(flor_env: Flor) -> None:
 def test_training_edits_are_reported(flor_env: Flor) -> None:
     f = flor_env
     script = write(f, "while_condition.py", "none")
-    flor(f, "run", "--name", "exp", "while_condition.py")
+    f.cli("run", "--name", "exp", "while_condition.py")
     script.write_text(
         script.read_text().replace("    step += 1\n", "    step += 1\n    print(torch.rand(1))\n")
     )
-    proc = flor(f, "replay", "--name", "exp", check=False)
+    proc = f.cli("replay", "--name", "exp", check=False)
     assert "changes training itself" in proc.stderr and "torch.rand" in proc.stderr
 
 
 def test_plan_iterations_and_looking_at_runs(flor_env: Flor) -> None:
     f = flor_env
     write(f, "while_condition.py", "none")
-    recorded = flor(f, "run", "--name", "exp", "while_condition.py", FLOR_EPSILON="1e9")
-    plan = flor(f, "replay", "--name", "exp", "--plan").stdout
+    recorded = f.cli("run", "--name", "exp", "while_condition.py", FLOR_EPSILON="1e9")
+    plan = f.cli("replay", "--name", "exp", "--plan").stdout
     assert "10 iterations recorded" in plan and plan.count("block restore") == 10
     assert "estimate" in plan
     script = write(f, "while_condition.py", "outside")
     truth_lines = f.python(script).stdout.splitlines(keepends=True)
-    chosen = flor(f, "replay", "--name", "exp", "--iterations", "4").stdout
+    chosen = f.cli("replay", "--name", "exp", "--iterations", "4").stdout
     assert chosen == "".join(truth_lines[8:10]), "iteration 4 alone: its two lines"
     run_dir = f.latest_run("exp")
     meta = json.loads((run_dir / "run.json").read_text())
@@ -201,9 +183,9 @@ def test_plan_iterations_and_looking_at_runs(flor_env: Flor) -> None:
     assert sorted(p.name for p in (run_dir / "replays").iterdir()), (
         "replays are stored beside the run"
     )
-    shown = flor(f, "show", "exp").stdout
+    shown = f.cli("show", "exp").stdout
     assert "checkpoints  10 at iterations 0-9" in shown
-    diff = flor(f, "diff", "exp").stdout
+    diff = f.cli("diff", "exp").stdout
     assert "+for _flor_step in flor.it(lambda: step < max_steps):" in diff
     assert "(now)" in diff and "+    print(" in diff
     assert recorded.stdout
@@ -213,23 +195,23 @@ def test_gc_frees_bytes_and_keeps_what_it_should(flor_env: Flor) -> None:
     f = flor_env
     write(f, "while_condition.py", "none")
     for _ in range(3):
-        flor(f, "run", "--name", "exp", "while_condition.py", FLOR_EPSILON="1e9")
+        f.cli("run", "--name", "exp", "while_condition.py", FLOR_EPSILON="1e9")
     runs_before = sorted(p.name for p in (f.home / "exp").iterdir())
-    dry = flor(f, "gc", "--keep", "1", "--dry-run").stdout
+    dry = f.cli("gc", "--keep", "1", "--dry-run").stdout
     assert "would free" in dry and "from 2 runs" in dry
     assert sorted(p.name for p in (f.home / "exp").iterdir()) == runs_before
-    out = flor(f, "gc", "--keep", "2", "--checkpoints-only").stdout
+    out = f.cli("gc", "--keep", "2", "--checkpoints-only").stdout
     assert "freed" in out and "from checkpoints of 1 runs" in out
     oldest = f.home / "exp" / runs_before[0]
     assert not list(oldest.glob("ckpt/*")) and (oldest / "run.json").exists()
     script = write(f, "while_condition.py", "outside")
     truth = f.python(script).stdout
-    assert flor(f, "replay", "--name", "exp", "--run", runs_before[0]).stdout == truth, (
+    assert f.cli("replay", "--name", "exp", "--run", runs_before[0]).stdout == truth, (
         "re-executed, not restored"
     )
-    flor(f, "gc", "--keep", "1")
+    f.cli("gc", "--keep", "1")
     assert sorted(p.name for p in (f.home / "exp").iterdir()) == runs_before[-1:]
-    assert flor(f, "gc", check=False).returncode == 2
+    assert f.cli("gc", check=False).returncode == 2
 
 
 def test_dataframe_and_plot(flor_env: Flor, tmp_path: Path) -> None:
@@ -250,6 +232,6 @@ def test_dataframe_and_plot(flor_env: Flor, tmp_path: Path) -> None:
     ]
     assert len(frame[frame.name == "loss"]) == 9
     png = tmp_path / "loss.png"
-    out = flor(f, "logs", "exp", "--plot", "loss", "-o", str(png))
+    out = f.cli("logs", "exp", "--plot", "loss", "-o", str(png))
     assert out.stdout.strip() == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert flor(f, "logs", "exp", "--plot", "nothing", check=False).returncode == 2
+    assert f.cli("logs", "exp", "--plot", "nothing", check=False).returncode == 2
