@@ -21,7 +21,7 @@ from flor.errors import FlorError
 from flor.runtime import query, runs
 from flor.runtime.context import DEFAULT_EPSILON, Options, activate, check_name, parse_segment
 from flor.runtime.execfile import read_script
-from flor.store import open_store
+from flor.store import default_home, open_store
 from flor.transform import instrument as instrument_source
 from flor.transform.edits import training_edits
 
@@ -45,11 +45,19 @@ def one_line_errors(fn: F) -> F:
 
 @click.group()
 @click.version_option(package_name="flor")
-def cli() -> None:
+@click.option(
+    "--store",
+    envvar="FLOR_STORE",
+    help="Where runs live: a folder or s3://BUCKET/PREFIX (default: FLOR_HOME, ~/.flor).",
+)
+def cli(store: str | None) -> None:
     """flor: hindsight logging for PyTorch training.
 
-    Runs live under FLOR_HOME (default ~/.flor).
+    Runs live under FLOR_HOME (default ~/.flor), or in the store that --store or
+    FLOR_STORE names (s3://BUCKET/PREFIX: S3 behind a local write-back cache).
     """
+    if store:  # the processes flor starts (the script, replay workers) inherit it
+        os.environ["FLOR_STORE"] = store
 
 
 def _when(ts: float | None) -> str:
@@ -133,7 +141,7 @@ def run(name: str, epsilon: float, script: str, args: tuple[str, ...]) -> None:
     assert isinstance(session, Recorder)
     status = run_as_main(script, list(args), source, original)
     session.close(status)
-    sys.exit(status)
+    sys.exit(status or (2 if session.upload_failed else 0))
 
 
 @cli.command(context_settings=SCRIPT_SETTINGS)
@@ -208,7 +216,7 @@ def replay(
     assert isinstance(session, Replayer)
     status = run_as_main(script, argv, source, original)
     session.close()
-    sys.exit(status)
+    sys.exit(status or (2 if session.upload_failed else 0))
 
 
 def _warn_training_edits(
@@ -368,6 +376,68 @@ def gc(
     click.echo(f"flor gc: {verb} {found.nbytes / 1e6:.1f} MB from {what}{len(found.keys)} runs")
 
 
+@cli.command()
+@click.argument("name")
+@click.option("--run", "run_id", help="Only this run id (default: every run of NAME).")
+@click.option(
+    "--to", "url", help="Destination store, e.g. s3://BUCKET/PREFIX (default: FLOR_STORE)."
+)
+@click.option(
+    "--delete-local", is_flag=True, help="Then free local disk (only once all of it verified)."
+)
+@one_line_errors
+def push(name: str, run_id: str | None, url: str | None, delete_local: bool) -> None:
+    """Upload the runs of NAME from the local store (FLOR_HOME) to S3."""
+    from flor.runtime import retention
+
+    local = open_store(default_home())
+    remote = open_store(_remote_url(url, "--to"), cached=False)
+    pushed = _copy_runs(local, remote, name, run_id)
+    if delete_local:
+        found = retention.collect(local, lambda r: r.prefix in pushed, checkpoints_only=False)
+        retention.delete(local, found, checkpoints_only=False)
+        click.echo(f"flor push: freed {found.nbytes / 1e6:.1f} MB of local disk", err=True)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--run", "run_id", help="Only this run id (default: every run of NAME).")
+@click.option("--from", "url", help="Source store, e.g. s3://BUCKET/PREFIX (default: FLOR_STORE).")
+@one_line_errors
+def pull(name: str, run_id: str | None, url: str | None) -> None:
+    """Download the runs of NAME from S3 into the local store (FLOR_HOME)."""
+    _copy_runs(
+        open_store(_remote_url(url, "--from"), cached=False),
+        open_store(default_home()),
+        name,
+        run_id,
+    )
+
+
+def _remote_url(url: str | None, option: str) -> str:
+    url = url or os.environ.get("FLOR_STORE")
+    if not url:
+        raise FlorError("no-store", f"say where: {option} s3://BUCKET/PREFIX, or set FLOR_STORE")
+    if os.path.abspath(url) == os.path.abspath(default_home()):
+        raise FlorError("same-store", f"{url} is the local store itself")
+    return url
+
+
+def _copy_runs(src: Any, dst: Any, name: str, run_id: str | None) -> set[str]:
+    """Copy run ``run_id`` (default: all) of ``name``; return the prefixes copied."""
+    from flor.runtime.transfer import copy_run
+
+    ids = [run_id] if run_id else runs.list_runs(src, check_name(name))
+    if not ids:
+        raise FlorError("no-run", f"no recorded run named {name!r} in {src.url}")
+    copied = set()
+    for rid in ids:
+        run = runs.load_run(src, name, rid)
+        copy_run(src, dst, run, lambda m: click.echo(f"flor: {m}", err=True))
+        copied.add(run.prefix)
+    return copied
+
+
 @cli.command("ls")
 @one_line_errors
 def ls_command() -> None:
@@ -407,12 +477,22 @@ def show(name: str, run_id: str | None) -> None:
         ("iterations", s["iterations"]),
         ("checkpoints", f"{len(s['committed'])} at iterations {_ranges(s['committed'])}"),
         ("overhead", f"{s.get('overhead', 0):.2%} (budget {s.get('epsilon', 0):.2%})"),
-        ("size", f"{s['bytes'] / 1e6:.1f} MB"),
+        ("size", _size_line(s)),
         ("numerics", json.dumps(s.get("numerics", {}))),
         ("replays", ", ".join(s["replays"]) or "-"),
     ]
     for key, value in rows:
         click.echo(f"{key:<12} {value}")
+
+
+def _size_line(s: dict[str, Any]) -> str:
+    line = f"{s['bytes'] / 1e6:.1f} MB"
+    if s["checkpoint_bytes"]:
+        line += (
+            f" (checkpoints hold {s['checkpoint_bytes'] / 1e6:.1f} MB; "
+            f"deduplication saved {s['saved_bytes'] / 1e6:.1f} MB)"
+        )
+    return line
 
 
 def _ranges(values: list[int]) -> str:

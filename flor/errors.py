@@ -26,3 +26,10 @@ class CorruptCheckpoint(FlorError):
 
     def __init__(self, key: str, why: str) -> None:
         super().__init__("corrupt-checkpoint", f"checkpoint {key} is unusable: {why}")
+
+
+class StoreUnreachable(FlorError):
+    """The store's server did not answer; unlike other errors, worth retrying later."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__("store-unreachable", f"cannot reach {url}: {why}")

@@ -33,8 +33,8 @@ class Box:
 
 def _roundtrip(objs: list) -> list:
     snap = Snapshot()
-    data, sha = encode([capture(o, snap) for o in objs])
-    return decode(data, sha, "k")
+    enc = encode([capture(o, snap) for o in objs])
+    return decode(enc.data, enc.sha256, "k")
 
 
 def _train(box: Box) -> None:
@@ -120,13 +120,15 @@ def test_stateful_objects_in_scope_are_found() -> None:
 
 
 def test_rng_streams_round_trip() -> None:
-    rng = decode(*encode(capture_rng()), "k")
+    enc = encode(capture_rng())
+    rng = decode(enc.data, enc.sha256, "k")
     a = (random.random(), float(np.random.rand()), torch.rand(1).item())
     restore_rng(rng)
     assert (random.random(), float(np.random.rand()), torch.rand(1).item()) == a
 
 
 def test_corrupt_bytes_are_detected_before_loading() -> None:
-    data, sha = encode({"k": "val", "v": 1})
+    enc = encode({"k": "val", "v": 1})
+    data, sha = enc.data, enc.sha256
     with pytest.raises(CorruptCheckpoint, match="checksum"):
         decode(data[:-1] + b"x", sha, "some/key")

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from flor.store import STORE_ENV
+
 
 @dataclass
 class SegmentFailure:
@@ -35,7 +37,7 @@ def run_segments(
         int, tuple[subprocess.Popen[bytes], float, tempfile._TemporaryFileWrapper[bytes]]
     ] = {}
     failures: list[SegmentFailure] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_") or k == "FLOR_HOME"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_") or k in STORE_ENV}
     while pending or running:
         while pending and len(running) < workers:
             index = pending.pop(0)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
+from flor.store import STORE_ENV
 
 if TYPE_CHECKING:
     from flor.runtime.session import Session
@@ -36,7 +37,7 @@ class Options:
     segment: tuple[int, int] = (1, 1)
     iterations: str | None = None  # replay: "9" or "0-4,10"
     epsilon: float = DEFAULT_EPSILON
-    home: str | None = None
+    store: str | None = None  # the store's URL (default: FLOR_STORE, FLOR_HOME, ~/.flor)
     script: str | None = None
     replay_id: str | None = None  # shared by the segments of one parallel replay
     source: str | None = None  # the code actually run, when it is not the file (flor run)
@@ -67,9 +68,7 @@ def options_from_env(environ: dict[str, str] | os._Environ[str]) -> Options:
     if mode not in ("off", "record", "replay"):
         raise FlorError("bad-mode", f"FLOR_MODE={mode!r} must be record or replay")
     if mode == "off":  # legacy flags may still start a run: keep home and epsilon
-        return Options(
-            home=environ.get("FLOR_HOME"), epsilon=parse_epsilon(environ.get("FLOR_EPSILON"))
-        )
+        return Options(store=store_url(environ), epsilon=parse_epsilon(environ.get("FLOR_EPSILON")))
     name = environ.get("FLOR_NAME")
     if not name:
         raise FlorError("no-name", f"FLOR_MODE={mode} needs FLOR_NAME")
@@ -80,10 +79,14 @@ def options_from_env(environ: dict[str, str] | os._Environ[str]) -> Options:
         segment=parse_segment(environ.get("FLOR_SEGMENT", "1/1")),
         iterations=environ.get("FLOR_ITERATIONS") or None,
         epsilon=parse_epsilon(environ.get("FLOR_EPSILON")),
-        home=environ.get("FLOR_HOME"),
+        store=store_url(environ),
         script=environ.get("FLOR_SCRIPT"),
         replay_id=environ.get("FLOR_REPLAY_ID") or None,
     )
+
+
+def store_url(environ: dict[str, str] | os._Environ[str]) -> str | None:
+    return environ.get("FLOR_STORE") or environ.get("FLOR_HOME") or None
 
 
 def parse_epsilon(text: str | None) -> float:
@@ -199,7 +202,7 @@ def activate_from_process() -> None:
             script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
             options = options_from_legacy(found, options, script)
         if options.mode != "off":  # a run starts here; processes it starts must not start their own
-            for key in [k for k in os.environ if k.startswith("FLOR_") and k != "FLOR_HOME"]:
+            for key in [k for k in os.environ if k.startswith("FLOR_") and k not in STORE_ENV]:
                 del os.environ[key]
         activate(options)
     except FlorError as e:

@@ -30,7 +30,7 @@ class CheckpointLoader:
             data = self.store.get(entry["key"])
         except KeyError:
             raise CorruptCheckpoint(entry["key"], "it is missing from the store") from None
-        return decode(data, entry["sha256"], entry["key"])
+        return decode(data, entry["sha256"], entry["key"], self.store)
 
     def get(self, entry: dict[str, Any]) -> Any:
         """The decoded snapshot tree of ``entry``; CorruptCheckpoint if unusable."""

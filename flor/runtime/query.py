@@ -17,12 +17,18 @@ def summary(store: Store, name: str, run_id: str) -> dict[str, Any]:
     """One run: its metadata plus what its journal says."""
     run = runs.load_run(store, name, run_id)
     replays = store.children(f"{run.prefix}/replays")
+    ckpts = runs.checkpoints(run)
+    new_blobs = sum(c.get("new_blob_bytes", 0) for c in ckpts)
+    logical = sum(c["bytes"] + sum(c.get("blobs", {}).values()) for c in ckpts)
+    stored = sum(c["bytes"] for c in ckpts) + new_blobs
     return {
         **run.meta,
         "iterations": run.iterations,
         "complete": run.complete,
         "committed": sorted(run.commits),
-        "bytes": run_size(store, run.prefix),
+        "bytes": run_size(store, run.prefix) + new_blobs,  # its files, and the blobs it added
+        "checkpoint_bytes": logical,  # what its checkpoints hold
+        "saved_bytes": logical - stored,  # what deduplication did not store again
         "replays": replays,
     }
 

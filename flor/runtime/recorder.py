@@ -15,7 +15,13 @@ from flor.runtime.codec import encode
 from flor.runtime.context import Options
 from flor.runtime.output import TaggedStream
 from flor.runtime.policy import CheckpointPolicy
-from flor.runtime.session import Scope, Session, as_iterator, numeric_environment
+from flor.runtime.session import (
+    Scope,
+    Session,
+    as_iterator,
+    flush_store,
+    numeric_environment,
+)
 from flor.runtime.state import Snapshot, Unrestorable, capture, capture_rng, stateful_in_scope
 from flor.runtime.writer import BackgroundWriter
 
@@ -29,7 +35,8 @@ class Recorder(Session):
         self.policy = CheckpointPolicy(options.epsilon)
         self.writer = BackgroundWriter(self.policy.charge)
         self.compute = 0.0  # seconds of training inside flor.it iterations
-        self.checkpoint_bytes = 0
+        self.checkpoint_bytes = 0  # what the checkpoints hold
+        self.stored_bytes = 0  # what they added to the store, after deduplication
         self.stalls: list[float] = []  # training-thread seconds per checkpointed block
         self._timings: dict[int, float] = {}  # not yet journaled
         self._iteration_start = 0.0
@@ -219,10 +226,17 @@ class Recorder(Session):
         size = snap.nbytes
 
         def write() -> None:
-            data, sha = encode(tree)
-            self.store.put(key, data)
-            blocks[f"{name}/{occurrence}"] = {"key": key, "sha256": sha, "bytes": len(data)}
-            self.checkpoint_bytes += len(data)
+            enc = encode(tree, self.store)
+            self.store.put(key, enc.data)
+            blocks[f"{name}/{occurrence}"] = {
+                "key": key,
+                "sha256": enc.sha256,
+                "bytes": len(enc.data),
+                "blobs": enc.blobs,
+                "new_blob_bytes": enc.new_blob_bytes,
+            }
+            self.checkpoint_bytes += enc.logical
+            self.stored_bytes += enc.stored
 
         self.writer.submit(g, write, size)
         stall = time.perf_counter() - start
@@ -236,13 +250,15 @@ class Recorder(Session):
             iterations=self.next_iteration,
             checkpoints=self.policy.taken,
             checkpoint_bytes=self.checkpoint_bytes,
+            stored_bytes=self.stored_bytes,
             compute_seconds=round(self.compute, 3),
             overhead=round(overhead, 5),
             stall_seconds=[round(s, 6) for s in self.stalls[-1000:]],
         )
         sys.stderr.write(
             f"flor: recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
-            f"{self.policy.taken} checkpoints ({self.checkpoint_bytes / 1e6:.1f} MB), "
+            f"{self.policy.taken} checkpoints ({self.checkpoint_bytes / 1e6:.1f} MB, "
+            f"{self.stored_bytes / 1e6:.1f} MB stored), "
             f"overhead {overhead:.2%} (budget {self.options.epsilon:.2%})\n"
         )
 
@@ -263,6 +279,7 @@ class Recorder(Session):
             self.store, f"{self.prefix}/stdout.json", {k: text.get(k, "") for k in ("pre", "post")}
         )
         runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
+        self.upload_failed = not flush_store(self.store)
 
 
 def _git_commit(script: str | None) -> str | None:

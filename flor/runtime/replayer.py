@@ -15,7 +15,13 @@ from flor.runtime.execfile import read_script
 from flor.runtime.loader import CheckpointLoader
 from flor.runtime.output import TaggedStream
 from flor.runtime.plan import DEAD, QUIET, Plan, make_plan, parse_iterations, segment_bounds
-from flor.runtime.session import Scope, Session, as_iterator, numeric_environment
+from flor.runtime.session import (
+    Scope,
+    Session,
+    as_iterator,
+    flush_store,
+    numeric_environment,
+)
 from flor.runtime.state import restore, restore_rng, stateful_in_scope
 from flor.transform import compare
 
@@ -232,6 +238,7 @@ class Replayer(Session):
         runs.put_json(self.store, f"{prefix}/segment-{index}-of-{count}.json", result)
         self.store.put(f"{prefix}/source.py", self.source.encode())
         sys.stdout.flush()
+        self.upload_failed = not flush_store(self.store)
 
 
 _END = object()

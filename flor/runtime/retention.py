@@ -1,19 +1,26 @@
-"""`flor gc`: which runs (or checkpoints) a retention rule deletes, and deleting them."""
+"""`flor gc`: which runs (or checkpoints) a retention rule deletes, and deleting them.
+
+Tensor blobs are shared between checkpoints and runs, so a blob goes only
+when no run that stays still points at it.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flor.runtime import runs
+from flor.runtime.runs import blob_key
 from flor.store import Store
 
 
 @dataclass
 class Collection:
-    """What a rule selected: keys per run prefix, and their bytes."""
+    """What a rule selected: keys per run prefix, blobs nobody else uses, and their bytes."""
 
     keys: dict[str, list[str]] = field(default_factory=dict)
+    blobs: list[str] = field(default_factory=list)
     nbytes: int = 0
 
 
@@ -25,28 +32,55 @@ def select(
     name: str | None = None,
 ) -> Collection:
     """Runs beyond the newest ``keep`` of each experiment and/or older than the age given."""
-    found = Collection()
-    for experiment in [name] if name else runs.list_experiments(store):
+    newest: dict[str, set[str]] = {}
+    for experiment in runs.list_experiments(store):
         ids = runs.list_runs(store, experiment)
-        for run_id in ids[: len(ids) - keep] if keep is not None else ids:
-            prefix = runs.run_prefix(experiment, run_id)
-            started = runs.get_json(store, f"{prefix}/run.json").get("started", 0)
-            if older_than_days is not None and started > time.time() - older_than_days * 86400:
+        newest[experiment] = set(ids[len(ids) - keep :]) if keep else set()
+
+    def chosen(run: runs.RecordedRun) -> bool:
+        started = run.meta.get("started", 0)
+        if older_than_days is not None and started > time.time() - older_than_days * 86400:
+            return False
+        return (not name or run.name == name) and (
+            keep is None or run.run_id not in newest[run.name]
+        )
+
+    return collect(store, chosen, checkpoints_only)
+
+
+def collect(
+    store: Store, chosen: Callable[[runs.RecordedRun], bool], checkpoints_only: bool
+) -> Collection:
+    """The keys of the ``chosen`` runs (or of their checkpoints), and the blobs only they use."""
+    found = Collection()
+    dropped: dict[str, int] = {}  # blobs of the chosen runs
+    kept: set[str] = set()  # blobs of every run that stays
+    for experiment in runs.list_experiments(store):
+        for run_id in runs.list_runs(store, experiment):
+            run = runs.load_run(store, experiment, run_id)
+            blobs = runs.referenced_blobs(run)
+            if not chosen(run):
+                kept.update(blobs)
                 continue
-            keys = list(store.keys(f"{prefix}/ckpt" if checkpoints_only else prefix))
+            keys = list(store.keys(f"{run.prefix}/ckpt" if checkpoints_only else run.prefix))
             if keys:
-                found.keys[prefix] = keys
+                found.keys[run.prefix] = keys
                 found.nbytes += sum(store.size(k) for k in keys)
+            dropped.update(blobs)
+    found.blobs = sorted(set(dropped) - kept)
+    found.nbytes += sum(dropped[sha] for sha in found.blobs)
     return found
 
 
 def delete(store: Store, found: Collection, checkpoints_only: bool) -> None:
     for prefix, keys in found.keys.items():
-        for key in keys:
-            store.delete(key)
         if checkpoints_only:  # journal entries keep timings and output, but point at no data
             for key in store.keys(f"{prefix}/journal"):
                 if not key.rsplit("/", 1)[-1].startswith("loop-"):
                     entry = runs.get_json(store, key)
                     entry["blocks"] = {}  # replay re-executes these iterations
                     runs.put_json(store, key, entry)
+        for key in keys:
+            store.delete(key)
+    for sha in found.blobs:  # last: a blob goes only once nothing points at it
+        store.delete(blob_key(sha))

@@ -7,6 +7,7 @@
     NAME/RUN_ID/journal/loop-N.json      end of the N-th flor.it loop
     NAME/RUN_ID/logs/SEQ.jsonl           flor.log values while recording
     NAME/RUN_ID/replays/REPLAY_ID/...    what replays produced; never touches the above
+    .blobs/AB/ABCDEF...                  tensor bytes under their SHA-256, shared by all runs
 
 A checkpoint exists for replay only once its journal entry does (semantic 8).
 Run ids sort by creation time, so the latest run is the largest id.
@@ -36,6 +37,10 @@ def run_prefix(name: str, run_id: str) -> str:
 
 def ckpt_key(prefix: str, iteration: int, block: str, occurrence: int) -> str:
     return f"{prefix}/ckpt/{iteration:08d}.{block}.{occurrence}.pt"
+
+
+def blob_key(sha256: str) -> str:
+    return f".blobs/{sha256[:2]}/{sha256}"
 
 
 def commit_key(prefix: str, iteration: int) -> str:
@@ -94,6 +99,16 @@ class RecordedRun:
         return bool(self.loops) and (
             self.loops[-1]["first"] + self.loops[-1]["count"] == self.iterations
         )
+
+
+def checkpoints(run: RecordedRun) -> list[dict[str, Any]]:
+    """The journal's entry of every committed checkpoint of ``run``."""
+    return [block for entry in run.commits.values() for block in entry["blocks"].values()]
+
+
+def referenced_blobs(run: RecordedRun) -> dict[str, int]:
+    """The tensor blobs (sha256 -> bytes) the run's checkpoints point at."""
+    return {sha: n for ckpt in checkpoints(run) for sha, n in ckpt.get("blobs", {}).items()}
 
 
 def recorded_original(store: Store, run: RecordedRun) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from flor.errors import FlorError
 from flor.runtime.context import Options
 from flor.runtime.values import to_jsonable
-from flor.store import open_store
+from flor.store import Store, open_store
 
 # The names visible where SkipBlock.end was called, built only when a checkpoint needs them.
 Scope = Callable[[], dict[str, Any]]
@@ -38,7 +38,7 @@ def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[
 class Session:
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.store = open_store(options.home)
+        self.store = open_store(options.store)
         self.iteration: int | None = None  # global index of the open iteration
         self.next_iteration = 0
         self.loops = 0
@@ -46,6 +46,7 @@ class Session:
         self._occurrences: dict[str, int] = {}
         self._open_block: tuple[str, int] | None = None
         self._warned: set[str] = set()
+        self.upload_failed = False  # set by close when a remote store did not get everything
 
     # -- what flor.it / SkipBlock / flor.log call -------------------------------
     def loop(self, iterable: Any) -> Iterator[Any]:
@@ -126,3 +127,14 @@ def numeric_environment() -> dict[str, Any]:
     if np is not None:
         env["numpy"] = np.__version__
     return env
+
+
+def flush_store(store: Store) -> bool:
+    """Wait for a remote store's uploads, with progress on stderr; False (and one error
+    line saying how to finish) if some never made it."""
+    try:
+        store.flush(lambda message: print(f"flor: {message}", file=sys.stderr, flush=True))
+    except FlorError as e:
+        print(f"flor: error: {e.message}", file=sys.stderr, flush=True)
+        return False
+    return True

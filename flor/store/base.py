@@ -8,7 +8,8 @@ lists keys never sees a half-written checkpoint (ARCHITECTURE.md, semantic 8).
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Callable, Iterator
 
 
 class Store(abc.ABC):
@@ -44,3 +45,24 @@ class Store(abc.ABC):
         """Names directly under the folder ``prefix`` (files and folders), sorted."""
         base = prefix.rstrip("/") + "/" if prefix else ""
         return sorted({key[len(base) :].split("/", 1)[0] for key in self.keys(prefix)})
+
+    def put_blob(self, key: str, data: bytes) -> bool:
+        """Store content-addressed ``data`` unless ``key`` already holds it; True if written.
+
+        A blob's key is its checksum, so an existing key already holds these bytes."""
+        if self.exists(key):
+            return False
+        self.put(key, data)
+        return True
+
+    def holds(self, key: str, data: bytes) -> bool:
+        """Whether ``key`` holds exactly ``data`` (what ``flor push`` verifies)."""
+        try:
+            stored = self.get(key)
+        except KeyError:
+            return False
+        return hashlib.sha256(stored).digest() == hashlib.sha256(data).digest()
+
+    def flush(self, progress: Callable[[str], None] | None = None) -> None:
+        """Wait until every put is durable where the store keeps it (a no-op when puts are)."""
+        return None

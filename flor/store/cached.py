@@ -1,0 +1,221 @@
+"""S3 behind a local write-back cache: what ``FLOR_STORE=s3://...`` records to and replays from.
+
+A put lands in the local cache (fast, atomic) and is queued for upload, so
+training never waits on the network; ``flush`` (at the end of a run) waits for
+the uploads, with progress on stderr. Uploads keep the order of the puts at
+every commit: checkpoint data may upload in parallel, but a journal entry or
+``run.json`` uploads only after everything put before it, so S3 never holds a
+commit whose data is missing (semantic 8). While the server is down, uploads
+retry; nothing in the cache is ever deleted by a failure.
+
+Reads of immutable keys (content-addressed blobs, checkpoint manifests, the
+recorded source) go through the cache and fetch lazily; everything else is
+read from S3, which is the truth.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+from flor.errors import FlorError, StoreUnreachable
+from flor.store.base import Store
+from flor.store.local import LocalStore
+from flor.store.s3 import S3Store
+
+DEFAULT_UPLOAD_TIMEOUT = 600.0  # seconds flush keeps retrying an unreachable server
+
+
+def immutable(key: str) -> bool:
+    """Keys written once and never changed: safe to serve from the cache."""
+    return (
+        key.startswith(".blobs/") or "/ckpt/" in key or key.endswith(("/source.py", "/original.py"))
+    )
+
+
+def is_data(key: str) -> bool:
+    """Keys a commit points at; they may upload in parallel, ahead of any commit."""
+    return key.startswith(".blobs/") or "/ckpt/" in key
+
+
+class WriteBackStore(Store):
+    def __init__(self, remote: S3Store, cache: LocalStore) -> None:
+        self.remote = remote
+        self.cache = cache
+        self.url = remote.url
+        self._uploader: Uploader | None = None
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes) -> None:
+        self.cache.put(key, data)
+        self._upload(key, blob=False)
+
+    def put_blob(self, key: str, data: bytes) -> bool:
+        written = self.cache.put_blob(key, data)
+        self._upload(key, blob=True)  # cached is not uploaded: the uploader checks S3
+        return written
+
+    def get(self, key: str) -> bytes:
+        if not immutable(key):
+            return self.remote.get(key)
+        try:
+            return self.cache.get(key)
+        except KeyError:
+            data = self.remote.get(key)  # lazily, only what replay asks for
+            self.cache.put(key, data)
+            return data
+
+    def exists(self, key: str) -> bool:
+        return (immutable(key) and self.cache.exists(key)) or self.remote.exists(key)
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        return self.remote.keys(prefix)
+
+    def children(self, prefix: str) -> list[str]:
+        return self.remote.children(prefix)
+
+    def delete(self, key: str) -> None:
+        self.remote.delete(key)
+        self.cache.delete(key)
+
+    def size(self, key: str) -> int:
+        return self.remote.size(key)
+
+    def holds(self, key: str, data: bytes) -> bool:
+        return self.remote.holds(key, data)
+
+    def flush(self, progress: Callable[[str], None] | None = None) -> None:
+        if self._uploader is not None:
+            timeout = float(os.environ.get("FLOR_UPLOAD_TIMEOUT", DEFAULT_UPLOAD_TIMEOUT))
+            self._uploader.flush(progress, timeout)
+
+    def _upload(self, key: str, blob: bool) -> None:
+        with self._lock:
+            if self._uploader is None:
+                self._uploader = Uploader(self.remote, self.cache)
+        self._uploader.submit(key, blob)
+
+
+class Uploader:
+    """One dispatcher thread in put order; data uploads fan out to a small pool."""
+
+    def __init__(self, remote: S3Store, cache: LocalStore, workers: int = 8) -> None:
+        self.remote = remote
+        self.cache = cache
+        self._queue: list[tuple[str, bool]] = []
+        self._cond = threading.Condition()
+        self._pending = 0  # submitted, not yet uploaded (or given up on)
+        self._pending_bytes = 0
+        self._deadline: float | None = None  # set by flush: stop retrying after it
+        self._confirmed: set[str] = set()  # blobs known to be in S3
+        self.failed: list[str] = []
+        self._broken = False  # some upload gave up: no later commit may go up
+        self.error: FlorError | None = None
+        self._warned = False
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flor-upload")
+        threading.Thread(target=self._dispatch, name="flor-uploader", daemon=True).start()
+
+    def submit(self, key: str, blob: bool) -> None:
+        with self._cond:
+            self._queue.append((key, blob))
+            self._pending += 1
+            self._pending_bytes += self._size(key)
+            self._cond.notify_all()
+
+    def flush(self, progress: Callable[[str], None] | None, timeout: float) -> None:
+        """Wait until every submitted key is uploaded; raise a one-line error if some never were."""
+        self._deadline = time.monotonic() + timeout
+        last = time.monotonic() - 1.5  # quiet unless it takes more than half a second
+        with self._cond:
+            while self._pending:
+                if progress and time.monotonic() - last > 2:
+                    progress(
+                        f"uploading to {self.remote.url}: {self._pending} objects "
+                        f"({self._pending_bytes / 1e6:.1f} MB) left"
+                    )
+                    last = time.monotonic()
+                self._cond.wait(0.2)
+            failed, self.failed = self.failed, []
+            error, self.error = self.error, None
+        if failed:
+            why = error.message if error else "upload failed"
+            raise FlorError(
+                "upload-incomplete",
+                f"{len(failed)} objects did not reach {self.remote.url} ({why}); they are kept "
+                f"in {self.cache.root}, and `FLOR_HOME={self.cache.root} flor push NAME --to "
+                f"{self.remote.url}` finishes the upload",
+            )
+
+    def _size(self, key: str) -> int:
+        try:
+            return self.cache.size(key)
+        except OSError:
+            return 0
+
+    def _dispatch(self) -> None:
+        inflight: list[Future[None]] = []
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                key, blob = self._queue.pop(0)
+            if is_data(key):
+                future = self._pool.submit(self._upload, key, blob)
+                future.add_done_callback(functools.partial(self._settled, key))
+                inflight.append(future)
+                continue
+            wait(inflight)  # a commit goes up only after all data put before it
+            broken = self._broken or any(f.exception() is not None for f in inflight)
+            inflight.clear()
+            self._settle(
+                key, FlorError("skipped", "its data failed") if broken else self._try(key, blob)
+            )
+
+    def _try(self, key: str, blob: bool) -> BaseException | None:
+        try:
+            self._upload(key, blob)
+        except Exception as e:
+            return e
+        return None
+
+    def _settled(self, key: str, future: Future[None]) -> None:
+        self._settle(key, future.exception())
+
+    def _settle(self, key: str, error: BaseException | None) -> None:
+        with self._cond:
+            if error is not None:
+                self._broken = True
+                self.failed.append(key)
+                if isinstance(error, FlorError) and error.slug != "skipped":
+                    self.error = self.error or error
+            self._pending -= 1
+            self._pending_bytes -= self._size(key)
+            self._cond.notify_all()
+
+    def _upload(self, key: str, blob: bool) -> None:
+        delay = 0.5
+        while True:
+            try:
+                if blob and (key in self._confirmed or self.remote.exists(key)):
+                    self._confirmed.add(key)  # stored once in S3, whoever uploaded it
+                    return
+                self.remote.put(key, self.cache.get(key))
+                if blob:
+                    self._confirmed.add(key)
+                return
+            except StoreUnreachable as e:
+                if self._deadline is not None and time.monotonic() > self._deadline:
+                    raise
+                if not self._warned:
+                    self._warned = True
+                    sys.stderr.write(
+                        f"flor: warning: {e}; uploads will retry (the data is safe in "
+                        f"{self.cache.root})\n"
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
