@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from collections.abc import Iterator
+
 import pytest
+from s3server import S3Server
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
@@ -41,10 +44,13 @@ class Flor:
     def __init__(self, home: Path, work: Path) -> None:
         self.home = home
         self.work = work
+        self.extra: dict[str, str] = {}  # more environment for every command (an S3 store)
+        self.store_url = str(home)
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_")}
-        env.update(FLOR_HOME=str(self.home), PYTHONHASHSEED="0", **extra)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOR_", "AWS_"))}
+        env.update(FLOR_HOME=str(self.home), PYTHONHASHSEED="0", **self.extra)
+        env.update(extra)
         return env
 
     def python(
@@ -93,3 +99,21 @@ def flor_env(tmp_path: Path) -> Flor:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     return Flor(home, work)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One real S3 server (``weed mini``) per test worker, on loopback."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_flor(flor_env: Flor, s3_server: S3Server, tmp_path: Path) -> Flor:
+    """``flor_env`` recording to ``s3://flor-tests/<test>``: the S3 server, with a cache."""
+    url = s3_server.bucket("flor-tests") + "/" + tmp_path.name
+    flor_env.extra = {**s3_server.env(), "FLOR_STORE": url}
+    flor_env.store_url = url
+    return flor_env

@@ -74,11 +74,11 @@ class S3Server:
         args = [f"-{name}={port}" for name, port in self.ports.items()]
         args += ["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-webdav=false", "-admin.ui=false"]
         args += ["-s3.port.iceberg=0", "-s3.port.lance=0", "-master.volumeSizeLimitMB=64"]
-        log = open(self.root / "weed.log", "ab")  # noqa: SIM115 (the server's lifetime)
         env = {**os.environ, **self.env()}
-        self.proc = subprocess.Popen(
-            [self.weed, "mini", f"-dir={data}", *args], stdout=log, stderr=log, env=env
-        )
+        with open(self.root / "weed.log", "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [self.weed, "mini", f"-dir={data}", *args], stdout=log, stderr=log, env=env
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

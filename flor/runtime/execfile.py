@@ -57,6 +57,9 @@ def run_as_main(path: str, argv: list[str], source: str, original: str | None = 
         exec(code, module.__dict__)
     except SystemExit as e:
         return _exit_status(e)
+    except FlorError as e:  # raised by flor inside the script (a corrupt checkpoint): one line
+        print(f"flor: error: {e.message}", file=sys.stderr, flush=True)
+        return e.exit_code
     except BaseException as e:
         _print_user_traceback(e, path, source, original)
         return 1

@@ -61,6 +61,8 @@ class WriteBackStore(Store):
         return written
 
     def get(self, key: str) -> bytes:
+        if self._pending(key):
+            return self.cache.get(key)
         if not immutable(key):
             return self.remote.get(key)
         try:
@@ -71,20 +73,29 @@ class WriteBackStore(Store):
             return data
 
     def exists(self, key: str) -> bool:
-        return (immutable(key) and self.cache.exists(key)) or self.remote.exists(key)
+        if self._pending(key) or (immutable(key) and self.cache.exists(key)):
+            return True
+        return self.remote.exists(key)
 
     def keys(self, prefix: str) -> Iterator[str]:
-        return self.remote.keys(prefix)
+        """What S3 holds, and what this process put that is still on its way there."""
+        folder = prefix.rstrip("/") + "/" if prefix else ""
+        pending = self._uploader.pending() if self._uploader else set()
+        yield from sorted(
+            set(self.remote.keys(prefix)) | {k for k in pending if k.startswith(folder)}
+        )
 
     def children(self, prefix: str) -> list[str]:
-        return self.remote.children(prefix)
+        if self._uploader is None or not self._uploader.pending():
+            return self.remote.children(prefix)  # one delimited listing, not every key
+        return super().children(prefix)
 
     def delete(self, key: str) -> None:
         self.remote.delete(key)
         self.cache.delete(key)
 
     def size(self, key: str) -> int:
-        return self.remote.size(key)
+        return self.cache.size(key) if self._pending(key) else self.remote.size(key)
 
     def holds(self, key: str, data: bytes) -> bool:
         return self.remote.holds(key, data)
@@ -93,6 +104,9 @@ class WriteBackStore(Store):
         if self._uploader is not None:
             timeout = float(os.environ.get("FLOR_UPLOAD_TIMEOUT", DEFAULT_UPLOAD_TIMEOUT))
             self._uploader.flush(progress, timeout)
+
+    def _pending(self, key: str) -> bool:
+        return self._uploader is not None and key in self._uploader.pending()
 
     def _upload(self, key: str, blob: bool) -> None:
         with self._lock:
@@ -109,7 +123,7 @@ class Uploader:
         self.cache = cache
         self._queue: list[tuple[str, bool]] = []
         self._cond = threading.Condition()
-        self._pending = 0  # submitted, not yet uploaded (or given up on)
+        self._pending: dict[str, int] = {}  # submitted, not yet uploaded: key -> times
         self._pending_bytes = 0
         self._deadline: float | None = None  # set by flush: stop retrying after it
         self._confirmed: set[str] = set()  # blobs known to be in S3
@@ -123,9 +137,14 @@ class Uploader:
     def submit(self, key: str, blob: bool) -> None:
         with self._cond:
             self._queue.append((key, blob))
-            self._pending += 1
+            self._pending[key] = self._pending.get(key, 0) + 1
             self._pending_bytes += self._size(key)
             self._cond.notify_all()
+
+    def pending(self) -> set[str]:
+        """Keys put but not yet in S3."""
+        with self._cond:
+            return set(self._pending)
 
     def flush(self, progress: Callable[[str], None] | None, timeout: float) -> None:
         """Wait until every submitted key is uploaded; raise a one-line error if some never were."""
@@ -135,7 +154,7 @@ class Uploader:
             while self._pending:
                 if progress and time.monotonic() - last > 2:
                     progress(
-                        f"uploading to {self.remote.url}: {self._pending} objects "
+                        f"uploading to {self.remote.url}: {len(self._pending)} objects "
                         f"({self._pending_bytes / 1e6:.1f} MB) left"
                     )
                     last = time.monotonic()
@@ -144,11 +163,12 @@ class Uploader:
             error, self.error = self.error, None
         if failed:
             why = error.message if error else "upload failed"
+            names = sorted({k.split("/")[0] for k in failed if not k.startswith(".")}) or ["NAME"]
             raise FlorError(
                 "upload-incomplete",
                 f"{len(failed)} objects did not reach {self.remote.url} ({why}); they are kept "
-                f"in {self.cache.root}, and `FLOR_HOME={self.cache.root} flor push NAME --to "
-                f"{self.remote.url}` finishes the upload",
+                f"in {self.cache.root}, and `FLOR_HOME={self.cache.root} flor push "
+                f"{' '.join(names)} --to {self.remote.url}` finishes the upload",
             )
 
     def _size(self, key: str) -> int:
@@ -193,7 +213,9 @@ class Uploader:
                 self.failed.append(key)
                 if isinstance(error, FlorError) and error.slug != "skipped":
                     self.error = self.error or error
-            self._pending -= 1
+            self._pending[key] -= 1
+            if not self._pending[key]:
+                del self._pending[key]
             self._pending_bytes -= self._size(key)
             self._cond.notify_all()
 
@@ -204,7 +226,11 @@ class Uploader:
                 if blob and (key in self._confirmed or self.remote.exists(key)):
                     self._confirmed.add(key)  # stored once in S3, whoever uploaded it
                     return
-                self.remote.put(key, self.cache.get(key))
+                try:
+                    data = self.cache.get(key)
+                except KeyError:
+                    return  # deleted since it was put: nothing to upload
+                self.remote.put(key, data)
                 if blob:
                     self._confirmed.add(key)
                 return

@@ -108,11 +108,19 @@ class S3Store(Store):
 
     def children(self, prefix: str) -> list[str]:
         names: set[str] = set()
+        base = len(self._folder(prefix))
         for page in self._pages(prefix, delimiter=True):
-            base = len(self._folder(prefix))
-            names.update(p["Prefix"][base:].rstrip("/") for p in page.get("CommonPrefixes", []))
             names.update(o["Key"][base:] for o in page.get("Contents", []))
+            for p in page.get("CommonPrefixes", []):  # some servers list emptied folders too
+                if self._any(p["Prefix"]):
+                    names.add(p["Prefix"][base:].rstrip("/"))
         return sorted(names)
+
+    def _any(self, folder: str) -> bool:
+        listed = self._call(
+            None, lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=folder, MaxKeys=1)
+        )
+        return bool(listed.get("Contents"))
 
     def delete(self, key: str) -> None:
         obj = self._object(key)
@@ -175,7 +183,9 @@ class S3Store(Store):
                     "s3-no-bucket", f"S3 bucket {self.bucket!r} does not exist at {self.endpoint}"
                 ) from None
             if code in _BUSY:  # botocore already retried: treat as down for now
-                raise StoreUnreachable(self.endpoint or self.url, f"{code} on {key or self.url}") from None
+                raise StoreUnreachable(
+                    self.endpoint or self.url, f"{code} on {key or self.url}"
+                ) from None
             if code in _REFUSED:
                 raise FlorError(
                     "s3-credentials",

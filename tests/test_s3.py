@@ -1,0 +1,218 @@
+"""Checkpoints in S3 (a real server on loopback) and deduplicated blobs, end to end.
+
+Ground truth is a plain `python edited.py` run; every replay here must print it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, Flor, hindsight
+from s3server import S3Server
+
+pytestmark = pytest.mark.slow
+SCRIPT = "finetune_frozen.py"
+EVERY_ITERATION = {"FLOR_EPSILON": "1e9"}  # checkpoint every iteration: segments have starts
+
+
+def write(f: Flor, kind: str, extra: str = "") -> Path:
+    path = f.work / SCRIPT
+    source = hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), kind)
+    path.write_text(source.replace('        print(f"epoch', extra + '        print(f"epoch'))
+    return path
+
+
+def truth(f: Flor) -> str:
+    """Edit the script (a hindsight print) and run it plainly."""
+    return f.python(write(f, "outside")).stdout
+
+
+def cache(f: Flor) -> Path:
+    return f.home / ".cache"
+
+
+def test_record_to_s3_replay_from_s3_alone_lazily(s3_flor: Flor) -> None:
+    f = s3_flor
+    write(f, "none")
+    recorded = f.cli("run", "--name", "ft", SCRIPT, **EVERY_ITERATION)
+    assert "epoch 5" in recorded.stdout
+    expected = truth(f)
+    shutil.rmtree(cache(f))  # nothing local: the store URL and credentials are all there is
+    assert f.cli("replay", "--name", "ft", "--workers", "2").stdout == expected
+    shutil.rmtree(cache(f))
+    f.cli("replay", "--name", "ft", "--iterations", "4")
+    fetched = sorted(p.name for p in cache(f).rglob("ckpt/*.pt"))
+    # the state its segment starts from, and iteration 4's own block; not the other four
+    assert fetched == ["00000003.main.L0.0.pt", "00000004.main.L0.0.pt"]
+
+
+def test_frozen_backbone_is_stored_once_and_gc_keeps_shared_blobs(flor_env: Flor) -> None:
+    f = flor_env
+    write(f, "none")
+    for _ in range(2):
+        f.cli("run", "--name", "ft", SCRIPT, **EVERY_ITERATION)
+    blobs = sorted(p.name for p in (f.home / ".blobs").rglob("*") if p.is_file())
+    runs = sorted((f.home / "ft").iterdir())
+    for run in runs:
+        for entry in sorted(run.glob("journal/0*.json")):
+            (ckpt,) = json.loads(entry.read_text())["blocks"].values()
+            assert sorted(ckpt["blobs"]) == blobs  # every checkpoint points at the same two
+    assert len(blobs) == 2  # the backbone's two weight matrices, once for 12 checkpoints
+    first, second = (json.loads((r / "run.json").read_text()) for r in runs)
+    backbone = (64 * 256 + 256 * 256) * 4  # bytes of its two weight matrices
+    assert first["checkpoint_bytes"] - first["stored_bytes"] == 5 * backbone  # 6 held, 1 stored
+    new = [json.loads(e.read_text()) for e in sorted(runs[1].glob("journal/0*.json"))]
+    assert [b["new_blob_bytes"] for e in new for b in e["blocks"].values()] == [0] * 6
+    assert second["checkpoint_bytes"] - second["stored_bytes"] == 6 * backbone
+    assert "deduplication saved" in f.cli("show", "ft").stdout
+
+    assert "from 1 runs" in f.cli("gc", "--keep", "1").stdout
+    assert all((f.home / ".blobs" / b[:2] / b).exists() for b in blobs)  # the kept run uses them
+    expected = truth(f)
+    assert f.cli("replay", "--name", "ft").stdout == expected
+    f.cli("gc", "--keep", "0")
+    assert not (f.home / ".blobs").exists()  # the last run gone, its blobs go too
+
+
+def test_push_delete_local_pull_replay(s3_flor: Flor) -> None:
+    f = s3_flor
+    local = {"FLOR_STORE": ""}  # record into the local home, then push
+    write(f, "none")
+    f.cli("run", "--name", "ft", SCRIPT, **local, **EVERY_ITERATION)
+    pushed = f.cli("push", "ft", "--to", f.store_url, "--delete-local", **local)
+    assert "freed" in pushed.stderr
+    assert not any(p.is_file() for p in f.home.rglob("*") if ".cache" not in p.parts)
+    again = f.cli("push", "ft", "--to", f.store_url, check=False, **local)
+    assert again.returncode == 2 and "no recorded run" in again.stderr
+    f.cli("pull", "ft", "--from", f.store_url, **local)
+    expected = truth(f)
+    assert f.cli("replay", "--name", "ft", **local).stdout == expected
+    repeat = f.cli("pull", "ft", "--from", f.store_url, **local)
+    assert "0 objects (0.0 MB) copied" in repeat.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"AWS_SECRET_ACCESS_KEY": "wrong"}, "refused the credentials"),
+        ({"FLOR_STORE": "s3://no-such-bucket/x"}, "does not exist"),
+    ],
+    ids=["wrong-credentials", "missing-bucket"],
+)
+def test_s3_mistakes_are_one_line_errors_and_lose_nothing(
+    s3_flor: Flor, env: dict[str, str], words: str
+) -> None:
+    f = s3_flor
+    write(f, "none")
+    f.cli("run", "--name", "ft", SCRIPT, FLOR_STORE="")
+    before = sorted(p for p in f.home.rglob("*") if p.is_file())
+    for command in (["run", "--name", "ft2", SCRIPT], ["push", "ft"], ["ls"]):
+        out = f.cli(*command, check=False, **env)
+        assert out.returncode == 2, command
+        assert out.stderr.strip().splitlines()[-1].startswith("flor: error:"), out.stderr
+        assert words in out.stderr and "Traceback" not in out.stderr
+        assert "epoch" not in out.stdout  # refused before training, not after
+    assert sorted(p for p in f.home.rglob("*") if p.is_file() and ".cache" not in p.parts) == [
+        p for p in before if ".cache" not in p.parts
+    ]
+
+
+def test_corrupted_blob_in_s3_is_a_clear_error(s3_flor: Flor, s3_server: S3Server) -> None:
+    f = s3_flor
+    write(f, "none")
+    f.cli("run", "--name", "ft", SCRIPT, **EVERY_ITERATION)
+    bucket, prefix = f.store_url[len("s3://") :].split("/", 1)
+    client = s3_server.client()
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/.blobs/")
+    for obj in listed["Contents"]:
+        client.put_object(Bucket=bucket, Key=obj["Key"], Body=b"garbage")
+    shutil.rmtree(cache(f))
+    write(f, "outside")
+    out = f.cli("replay", "--name", "ft", "--segment", "2/2", check=False)
+    assert out.returncode == 2, out.stderr
+    assert "fails its checksum" in out.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in out.stderr
+
+
+def _slow_script(f: Flor, kind: str) -> Path:
+    path = write(f, kind, extra="        time.sleep(0.4)\n")  # uploads are in flight at the stop
+    path.write_text("import time\n" + path.read_text())
+    return path
+
+
+@pytest.fixture
+def private_s3(flor_env: Flor, tmp_path: Path) -> Iterator[S3Server]:
+    """A server of this test's own, to take away without disturbing other tests."""
+    server = S3Server(tmp_path / "s3-private")
+    server.start()
+    flor_env.extra = {**server.env(), "FLOR_STORE": server.bucket("flor-faults") + "/run"}
+    flor_env.store_url = flor_env.extra["FLOR_STORE"]
+    yield server
+    server.stop()
+
+
+def _record_with_outage(
+    f: Flor, server: S3Server, back_after: float | None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Record, stop the server once the second iteration is committed locally, and start
+    it again after ``back_after`` seconds (None: after the run has ended)."""
+    _slow_script(f, "none")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flor.cli", "run", "--name", "ft", SCRIPT],
+        env=f.env(**EVERY_ITERATION, **env),
+        cwd=f.work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list(cache(f).rglob("journal/00000001.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.stop()
+    if back_after is not None:
+        time.sleep(back_after)
+        server.start()
+    out, err = proc.communicate(timeout=300)
+    if back_after is None:
+        server.start()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _replays_from_s3_alone(f: Flor) -> None:
+    expected = f.python(_slow_script(f, "outside")).stdout
+    shutil.rmtree(cache(f))
+    assert f.cli("replay", "--name", "ft", "--workers", "2").stdout == expected
+
+
+def test_server_stopped_mid_upload_then_back(flor_env: Flor, private_s3: S3Server) -> None:
+    """Uploads retry while the server is away and the run ends once all are up."""
+    recorded = _record_with_outage(flor_env, private_s3, back_after=2.5)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "uploads will retry" in recorded.stderr
+    _replays_from_s3_alone(flor_env)
+
+
+def test_server_gone_past_the_timeout_keeps_everything_local(
+    flor_env: Flor, private_s3: S3Server
+) -> None:
+    """The run ends with one error line saying how to finish; the command it names does."""
+    f = flor_env
+    recorded = _record_with_outage(f, private_s3, back_after=None, FLOR_UPLOAD_TIMEOUT="1")
+    assert recorded.returncode == 2
+    last = recorded.stderr.strip().splitlines()[-1]
+    assert last.startswith("flor: error:") and "did not reach" in last
+    assert "epoch 5" in recorded.stdout  # training itself went on and finished
+    command = last[last.index("`") + 1 : last.rindex("`")]  # FLOR_HOME=... flor push NAME --to URL
+    assignment, flor, *args = command.split()
+    home = assignment.split("=", 1)[1]
+    assert (Path(home) / "ft").is_dir()  # nothing local was deleted
+    assert flor == "flor" and args == ["push", "ft", "--to", f.store_url]
+    f.cli(*args, FLOR_HOME=home, FLOR_STORE="")
+    _replays_from_s3_alone(f)
