@@ -7,9 +7,8 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
-
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from s3server import S3Server

@@ -7,6 +7,7 @@ keep that data, which is how the fault tests take the server away mid-upload.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -97,10 +98,8 @@ class S3Server:
         except OSError:
             return False
         client = self.client()
-        try:
+        with contextlib.suppress(Exception):  # there from the last start, or not up yet
             client.create_bucket(Bucket="flor-probe")
-        except Exception:
-            pass  # there from the last start, or not up yet: the put tells
         try:
             client.put_object(Bucket="flor-probe", Key="probe", Body=b"ok")
             return bool(client.get_object(Bucket="flor-probe", Key="probe")["Body"].read() == b"ok")

@@ -18,9 +18,7 @@ BACKENDS = ["local", "s3", "s3-cached"]
 
 
 @pytest.fixture(params=BACKENDS)
-def store(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Store:
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     if request.param == "local":
         return LocalStore(tmp_path / "store")
     server: S3Server = request.getfixturevalue("s3_server")
