@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check flor tests examples benchmarks

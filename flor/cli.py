@@ -149,7 +149,18 @@ def run(name: str, epsilon: float, script: str, args: tuple[str, ...]) -> None:
 @click.option("--run", "run_id", help="Replay this run id instead of the latest.")
 @click.option("--segment", help="Replay only segment I of N (e.g. 2/4); for one worker per GPU.")
 @click.option(
-    "--workers", type=click.IntRange(min=1), help="Replay in K local processes; merged output."
+    "--workers", type=click.IntRange(min=1), help="Replay in K segments at once; merged output."
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the --workers segments run: local processes, or Ray tasks.",
+)
+@click.option(
+    "--address",
+    help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS or a local Ray).",
 )
 @click.option("--iterations", help="Replay only these iterations (0-based): 9, or 0-4,10.")
 @click.option(
@@ -164,6 +175,8 @@ def replay(
     run_id: str | None,
     segment: str | None,
     workers: int | None,
+    backend: str,
+    address: str | None,
     iterations: str | None,
     show_plan: bool,
     replay_id: str | None,
@@ -174,6 +187,8 @@ def replay(
 
     SCRIPT defaults to the recorded path and ARGS to the recorded arguments. Blocks
     whose code is unchanged are restored from checkpoints instead of re-run.
+    Inside a Slurm array job (or under torchrun), the segment comes from
+    SLURM_ARRAY_TASK_ID (or RANK and WORLD_SIZE) unless --segment is given.
     """
     from flor.runtime.execfile import run_as_main
 
@@ -191,6 +206,15 @@ def replay(
     )
     if workers and segment:
         raise FlorError("bad-option", "--workers runs every segment; --segment runs one: pick one")
+    if (backend == "ray" or address) and not workers:
+        raise FlorError("bad-option", "--backend ray runs the segments of --workers K: say K")
+    if not workers and not segment:
+        from flor.replay.cluster import segment_from_env
+
+        assigned = segment_from_env()
+        if assigned is not None:
+            segment, replay_id = assigned.segment, replay_id or assigned.replay_id
+            click.echo(f"flor: replaying segment {segment} (from {assigned.source})", err=True)
     original = read_script(script)
     source = _rewrite(script, original) if run.meta.get("instrumented") else original
     _warn_training_edits(store, run, original, source, script)
@@ -209,7 +233,8 @@ def replay(
         _print_plan(run, options, workers or 1)
         return
     if workers:
-        sys.exit(_replay_parallel(store, run, options, workers, script, list(args)))
+        ray = (address or "") if backend == "ray" else None
+        sys.exit(_replay_parallel(store, run, options, workers, script, argv, ray))
     from flor.runtime.replayer import Replayer
 
     session = activate(options)
@@ -231,13 +256,24 @@ def _warn_training_edits(
 
 
 def _replay_parallel(
-    store: Any, run: runs.RecordedRun, options: Options, workers: int, script: str, args: list[str]
+    store: Any,
+    run: runs.RecordedRun,
+    options: Options,
+    workers: int,
+    script: str,
+    argv: list[str],
+    ray_address: str | None,
 ) -> int:
-    from flor.replay.local import run_segments
+    """Replay every segment at once (local processes, or Ray tasks when ``ray_address``
+    is not None; "" means Ray's default); print the merged output, report failures."""
     from flor.replay.merge import merged_output
+
+    prefix = f"{run.prefix}/replays/{options.replay_id}"
+    on_ray = ray_address is not None
 
     def worker_args(index: int) -> list[str]:
         extra = ["--iterations", options.iterations] if options.iterations else []
+        where = os.path.basename(script) if on_ray else script  # Ray: in the shipped folder
         return [
             "replay",
             "--name",
@@ -249,15 +285,29 @@ def _replay_parallel(
             "--replay-id",
             str(options.replay_id),
             *extra,
-            script,
-            *args,
+            where,
+            *argv,
         ]
 
-    failures = run_segments(
-        worker_args, workers, workers, lambda m: click.echo(f"flor: {m}", err=True)
-    )
-    prefix = f"{run.prefix}/replays/{options.replay_id}"
-    results = [runs.get_json(store, k) for k in store.keys(prefix) if k.endswith(".json")]
+    def progress(message: str) -> None:
+        click.echo(f"flor: {message}", err=True)
+
+    if on_ray:
+        from flor.replay.ray_backend import run_segments_on_ray
+
+        results, failures = run_segments_on_ray(
+            worker_args,
+            lambda i: f"{prefix}/segment-{i}-of-{workers}.json",
+            workers,
+            ray_address or None,
+            os.path.dirname(os.path.abspath(script)),
+            progress,
+        )
+    else:
+        from flor.replay.local import run_segments
+
+        failures = run_segments(worker_args, workers, workers, progress)
+        results = [runs.get_json(store, k) for k in store.keys(prefix) if k.endswith(".json")]
     click.echo(merged_output(results), nl=False)
     for f in failures:
         tail = "\n".join(f.stderr.strip().splitlines()[-15:])
@@ -374,6 +424,49 @@ def gc(
     verb = "would free" if dry_run else "freed"
     what = "checkpoints of " if checkpoints_only else ""
     click.echo(f"flor gc: {verb} {found.nbytes / 1e6:.1f} MB from {what}{len(found.keys)} runs")
+
+
+@cli.command()
+@click.argument("name")
+@RUN_OPTION
+@click.option("--replay", "replay_id", help="Replay id (default: the latest replay).")
+@one_line_errors
+def output(name: str, run_id: str | None, replay_id: str | None) -> None:
+    """Print what a replay printed, its segments merged in iteration order.
+
+    For replays whose segments ran as separate jobs: a Slurm array's tasks share
+    the replay id slurm-JOBID, torchrun's ranks torchrun-RUNID.
+    """
+    from flor.replay.merge import merged_output
+
+    store = open_store()
+    run = runs.load_run(store, check_name(name), run_id)
+    replays = store.children(f"{run.prefix}/replays")
+    if not replays:
+        raise FlorError("no-replay", f"run {run.name}/{run.run_id} has not been replayed")
+    if replay_id is not None and replay_id not in replays:
+        raise FlorError("no-replay", f"no replay {replay_id!r} (replays: {', '.join(replays)})")
+    by_id = {
+        r: [
+            runs.get_json(store, k)
+            for k in store.keys(f"{run.prefix}/replays/{r}")
+            if k.endswith(".json")
+        ]
+        for r in ([replay_id] if replay_id else replays)
+    }
+    replay_id = replay_id or max(
+        by_id, key=lambda r: max((s.get("finished", 0) for s in by_id[r]), default=0)
+    )
+    results = by_id[replay_id]
+    count = results[0]["segment"][1] if results else 0
+    missing = sorted(set(range(1, count + 1)) - {r["segment"][0] for r in results})
+    if missing:
+        raise FlorError(
+            "incomplete-replay",
+            f"replay {replay_id} lacks segment(s) {', '.join(map(str, missing))} of {count}; "
+            "they failed or are still running",
+        )
+    click.echo(merged_output(results), nl=False)
 
 
 @cli.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -234,6 +235,7 @@ class Replayer(Session):
             "probed": sorted(self.probed),
             "output": self.stdout.text(),
             "logs": self.logs,
+            "finished": time.time(),
         }
         runs.put_json(self.store, f"{prefix}/segment-{index}-of-{count}.json", result)
         self.store.put(f"{prefix}/source.py", self.source.encode())

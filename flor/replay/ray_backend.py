@@ -1,0 +1,147 @@
+"""Replay segments as Ray tasks: across the machines of a Ray cluster, retried on failure.
+
+Each task runs ``flor replay --segment I/K`` in a process of its own on a
+worker (one GPU per task when the cluster has GPUs, one CPU otherwise) and
+returns that segment's result, read from the run's store: S3 when the
+workers are other machines, the local store otherwise. The script's folder
+travels as the tasks' Ray ``working_dir``, and the variables that say where
+the store is (``FLOR_STORE``/``FLOR_HOME``, AWS credentials and endpoint) as
+their ``env_vars``; workers need only flor and the script's dependencies.
+
+A task whose process fails, or whose worker dies, is retried ``RETRIES``
+times; a segment that keeps failing is reported with its error, and the
+other segments' results are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from flor.errors import FlorError
+from flor.replay.local import SegmentFailure
+from flor.store import STORE_ENV
+
+RETRIES = 2
+_SHIPPED_ENV = (*STORE_ENV, "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
+_EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.pt", "*.ckpt", ".flor"]
+
+
+class SegmentFailed(Exception):
+    """A segment's process exited non-zero (raised inside the task, so Ray retries it)."""
+
+    def __init__(self, exit_status: int, stderr: str) -> None:
+        super().__init__(exit_status, stderr)
+        self.exit_status = exit_status
+        self.stderr = stderr
+
+
+def replay_segment(args: list[str], result_key: str) -> dict[str, Any]:
+    """The task body, on a worker: replay one segment, return what it printed and logged."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "flor.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SegmentFailed(proc.returncode, proc.stderr)
+    from flor.runtime import runs
+    from flor.store import open_store
+
+    result: dict[str, Any] = runs.get_json(open_store(), result_key)
+    return result
+
+
+def shipped_env(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, str]:
+    """What workers must see to reach the store: flor's store variables and AWS's."""
+    return {k: v for k, v in environ.items() if k in _SHIPPED_ENV or k.startswith("AWS_")}
+
+
+def run_segments_on_ray(
+    worker_args: Callable[[int], list[str]],
+    result_key: Callable[[int], str],
+    count: int,
+    address: str | None,
+    working_dir: str,
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], list[SegmentFailure]]:
+    """Run segments 1..count as Ray tasks; return their results and the ones that failed."""
+    try:
+        import ray
+    except ImportError:
+        raise FlorError(
+            "no-ray", "--backend ray needs Ray on this machine: pip install 'flor[ray]'"
+        ) from None
+    runtime_env = {
+        "working_dir": working_dir,
+        "env_vars": shipped_env(),
+        "excludes": _EXCLUDES + _stores_inside(working_dir),
+    }
+    # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    local: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
+    with contextlib.redirect_stdout(sys.stderr):  # Ray's own messages must not mix with output
+        try:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local)
+        except ConnectionError as e:
+            raise FlorError(
+                "ray-unreachable", f"cannot reach the Ray cluster at {address}: {e}"
+            ) from None
+        try:
+            return _run(ray, worker_args, result_key, count, progress)
+        finally:
+            ray.shutdown()
+
+
+def _run(
+    ray: Any,
+    worker_args: Callable[[int], list[str]],
+    result_key: Callable[[int], str],
+    count: int,
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], list[SegmentFailure]]:
+    gpus = ray.cluster_resources().get("GPU", 0)
+    task = ray.remote(replay_segment).options(
+        num_gpus=1 if gpus else 0,
+        num_cpus=0 if gpus else 1,
+        max_retries=RETRIES,
+        retry_exceptions=True,
+    )
+    progress(f"{count} segments as Ray tasks, one per {'GPU' if gpus else 'CPU'}")
+    started = time.perf_counter()
+    pending = {task.remote(worker_args(i), result_key(i)): i for i in range(1, count + 1)}
+    results, failures = [], []
+    while pending:
+        (ref,), _ = ray.wait(list(pending), num_returns=1)
+        index = pending.pop(ref)
+        try:
+            results.append(ray.get(ref))
+            progress(f"segment {index}/{count} done in {time.perf_counter() - started:.1f}s")
+        except Exception as e:  # after the retries: keep the others' results
+            failures.append(_failure(index, e))
+            progress(f"segment {index}/{count} failed after {RETRIES} retries")
+    return results, failures
+
+
+def _stores_inside(folder: str) -> list[str]:
+    """A local store (or cache) kept inside the script's folder must not travel with it."""
+    from flor.store import default_home
+
+    home = os.path.abspath(default_home())
+    inside = os.path.commonpath([home, os.path.abspath(folder)]) == os.path.abspath(folder)
+    return (
+        ["/" + os.path.relpath(home, folder)] if inside and home != os.path.abspath(folder) else []
+    )
+
+
+def _failure(index: int, error: Exception) -> SegmentFailure:
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, SegmentFailed):
+        return SegmentFailure(index, cause.exit_status, cause.stderr)
+    return SegmentFailure(index, -1, f"{type(error).__name__}: {error}")

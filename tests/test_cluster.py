@@ -1,0 +1,80 @@
+"""Segments from a scheduler's environment: Slurm array tasks and torchrun ranks."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SCRIPTS, Flor, hindsight
+
+from flor.errors import FlorError
+from flor.replay.cluster import segment_from_env
+
+SCRIPT = "finetune_frozen.py"
+
+
+@pytest.mark.parametrize(
+    ("env", "segment", "replay_id"),
+    [
+        ({"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "5",
+          "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_JOB_ID": "42"}, "3/4", "slurm-42"),
+        ({"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "2"}, "1/2", None),
+        ({"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_STEP": "2",
+          "SLURM_ARRAY_TASK_COUNT": "3"}, "3/3", None),
+        ({"RANK": "1", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "abc"}, "2/4", "torchrun-abc"),
+    ],
+)  # fmt: skip
+def test_segment_from_scheduler_env(env: dict[str, str], segment: str, replay_id: str) -> None:
+    assigned = segment_from_env(env)
+    assert assigned is not None
+    assert (assigned.segment, assigned.replay_id) == (segment, replay_id)
+
+
+def test_no_scheduler_no_segment() -> None:
+    assert segment_from_env({"RANK": "1"}) is None  # RANK alone is not torchrun
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"},
+        {"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "4"},
+        {"RANK": "4", "WORLD_SIZE": "4"},
+    ],
+)
+def test_bad_scheduler_env_is_a_user_error(env: dict[str, str]) -> None:
+    with pytest.raises(FlorError):
+        segment_from_env(env)
+
+
+@pytest.mark.slow
+def test_slurm_array_tasks_each_replay_their_segment(flor_env: Flor) -> None:
+    f = flor_env
+    path = f.work / SCRIPT
+    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
+    f.cli("run", "--name", "ft", SCRIPT, FLOR_EPSILON="1e9")
+    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "outside"))
+    truth = f.python(path).stdout
+    array = {"SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "3"}
+    printed = []
+    for task in ("1", "2", "3"):
+        out = f.cli("replay", "--name", "ft", SLURM_ARRAY_TASK_ID=task, **array)
+        assert f"replaying segment {task}/3 (from SLURM_ARRAY_TASK_ID" in out.stderr
+        printed.append(out.stdout)
+    segments = sorted(f.replays("ft"), key=lambda r: r["segment"])
+    assert [r["segment"] for r in segments] == [[1, 3], [2, 3], [3, 3]]
+    assert [r["iterations"] for r in segments] == [[0, 1], [2, 3], [4, 5]]
+    assert all(f"epoch {2 * i + 1} loss" in printed[i] for i in range(3))  # its own epochs
+    assert all(f"epoch {2 * i + 2} loss" not in printed[i] for i in range(2))  # no more
+    assert f.cli("output", "ft", "--replay", "slurm-77").stdout == truth
+    assert f.cli("output", "ft").stdout == truth  # the latest replay
+
+
+@pytest.mark.slow
+def test_output_of_an_incomplete_array_names_the_missing_segment(flor_env: Flor) -> None:
+    f = flor_env
+    path = f.work / SCRIPT
+    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
+    f.cli("run", "--name", "ft", SCRIPT, FLOR_EPSILON="1e9")
+    f.cli("replay", "--name", "ft", RANK="0", WORLD_SIZE="2", TORCHELASTIC_RUN_ID="r1")
+    out = f.cli("output", "ft", check=False)
+    assert out.returncode == 2
+    assert "replay torchrun-r1 lacks segment(s) 2 of 2" in out.stderr

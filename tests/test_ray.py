@@ -1,0 +1,119 @@
+"""`flor replay --backend ray` against a real local Ray head (2 CPUs) started here.
+
+Ground truth is a plain `python edited.py` run of the edited script.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, Flor, hindsight
+
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one head for the module
+SCRIPT = "train_function.py"
+ARGS = ["--epochs", "6"]
+NO_TOKEN = {"RAY_AUTH_MODE": "disabled"}  # a loopback test cluster: no token to hand around
+PROBE = 'print(f"  grad norm {model.fc1.weight.grad.norm():.5f}")'
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``ray start --head`` with 2 CPUs, on a free port; its address."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("ray") / "head.log"
+    ray = Path(sys.executable).parent / "ray"
+    with open(log, "wb") as out:
+        head = subprocess.Popen(
+            [str(ray), "start", "--head", "--block", "--num-cpus=2", f"--port={port}"]
+            + ["--include-dashboard=false", "--disable-usage-stats"],
+            stdout=out,
+            stderr=out,
+            start_new_session=True,  # its raylet and workers die with it
+            env={**os.environ, **NO_TOKEN},
+        )
+    deadline = time.monotonic() + 120
+    while b"--block" not in log.read_bytes():  # printed once the head is up
+        assert head.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+    yield f"127.0.0.1:{port}"
+    os.killpg(head.pid, signal.SIGKILL)
+    head.wait()
+
+
+def edited(f: Flor, extra: str = "") -> Path:
+    """The script with a print inside the training loop (every block probed), plus ``extra``
+    after it."""
+    source = hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "inside")
+    if extra:
+        source = source.replace(PROBE, PROBE + "\n        " + extra)
+    path = f.work / SCRIPT
+    path.write_text("import os\n" + source)
+    return path
+
+
+def record(f: Flor) -> None:
+    f.extra.update(NO_TOKEN)
+    (f.work / SCRIPT).write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
+    f.cli("run", "--name", "exp", SCRIPT, *ARGS)
+
+
+def test_probed_block_over_two_ray_tasks_equals_full_run(flor_env: Flor, ray_head: str) -> None:
+    f = flor_env
+    record(f)
+    truth = f.python(edited(f), *ARGS).stdout
+    out = f.cli(
+        "replay", "--name", "exp", "--workers", "2", "--backend", "ray", "--address", ray_head
+    )
+    assert out.stdout == truth
+    assert "segment 1/2 done" in out.stderr and "segment 2/2 done" in out.stderr
+
+
+def test_killed_task_is_retried_and_output_is_complete(
+    flor_env: Flor, ray_head: str, tmp_path: Path
+) -> None:
+    """The segment's process kills its Ray worker, then itself, once, in epoch 5."""
+    f = flor_env
+    record(f)
+    once = tmp_path / "killed-once"
+    kill = (
+        f"if epoch == 5 and not os.path.exists({str(once)!r}): "
+        f"open({str(once)!r}, 'w').close(); os.kill(os.getppid(), 9); os.kill(os.getpid(), 9)"
+    )
+    script = edited(f, kill)
+    once.touch()
+    truth = f.python(script, *ARGS).stdout
+    once.unlink()
+    out = f.cli(
+        "replay", "--name", "exp", "--workers", "2", "--backend", "ray", "--address", ray_head
+    )
+    assert once.exists()  # it was killed once
+    assert out.stdout == truth
+
+
+def test_a_segment_that_keeps_failing_is_reported_and_the_rest_kept(
+    flor_env: Flor, ray_head: str
+) -> None:
+    f = flor_env
+    record(f)
+    edited(f, "assert epoch != 6, 'boom in epoch 6'")
+    out = f.cli(
+        "replay", "--name", "exp", "--workers", "2", "--backend", "ray", "--address", ray_head,
+        check=False,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert "segment 2/2 failed" in out.stderr and "boom in epoch 6" in out.stderr
+    assert "segment 1/2 done" in out.stderr
+    truth = f.python(edited(f), *ARGS).stdout
+    assert out.stdout == truth[: truth.index("  train epoch 4 ")]  # segment 1's epochs 1-3
