@@ -209,7 +209,7 @@ def replay(
     if (backend == "ray" or address) and not workers:
         raise FlorError("bad-option", "--backend ray runs the segments of --workers K: say K")
     if not workers and not segment:
-        from flor.replay.cluster import segment_from_env
+        from flor.runtime.cluster import segment_from_env
 
         assigned = segment_from_env()
         if assigned is not None:

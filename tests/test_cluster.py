@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import SCRIPTS, Flor, hindsight
 
 from flor.errors import FlorError
-from flor.replay.cluster import segment_from_env
+from flor.runtime.cluster import segment_from_env
 
 SCRIPT = "finetune_frozen.py"
 
@@ -78,3 +80,24 @@ def test_output_of_an_incomplete_array_names_the_missing_segment(flor_env: Flor)
     out = f.cli("output", "ft", check=False)
     assert out.returncode == 2
     assert "replay torchrun-r1 lacks segment(s) 2 of 2" in out.stderr
+
+
+@pytest.mark.slow
+def test_ray_backend_without_ray_says_how_to_install(flor_env: Flor, tmp_path: Path) -> None:
+    f = flor_env
+    path = f.work / SCRIPT
+    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
+    f.cli("run", "--name", "ft", SCRIPT)
+    fake = tmp_path / "no-ray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    out = f.cli(
+        "replay", "--name", "ft", "--workers", "2", "--backend", "ray",
+        check=False, PYTHONPATH=str(fake.parent),
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == (
+        "flor: error: --backend ray needs Ray on this machine: pip install 'flor[ray]'"
+    )
+    missing = f.cli("replay", "--name", "ft", "--backend", "ray", check=False)
+    assert missing.returncode == 2 and "--workers K" in missing.stderr

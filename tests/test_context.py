@@ -25,12 +25,12 @@ from flor.runtime.context import (
         (
             ["t.py", "--flor", "e", "--replay_flor", "8"],
             ["t.py", "8"],
-            {"name": "e", "segment": "1/1"},
+            {"name": "e", "segment": ""},
         ),
         (
             ["t.py", "--flor", "e", "--replay_flor", "--x"],
             ["t.py", "--x"],
-            {"name": "e", "segment": "1/1"},
+            {"name": "e", "segment": ""},
         ),
         (["t.py", "plain"], ["t.py", "plain"], {}),
     ],
@@ -44,6 +44,20 @@ def test_legacy_flags_errors() -> None:
         strip_legacy_flags(["t.py", "--flor"])
     with pytest.raises(FlorError, match="needs --flor NAME"):
         strip_legacy_flags(["t.py", "--replay_flor"])
+
+
+def test_bare_replay_flor_takes_its_segment_from_a_slurm_array(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found = {"name": "e", "segment": ""}
+    assert options_from_legacy(found, Options(), "/x/t.py").segment == (1, 1)
+    for key, value in {"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "1",
+                       "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_JOB_ID": "9"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    opts = options_from_legacy(found, Options(), "/x/t.py")
+    assert (opts.segment, opts.replay_id) == ((2, 3), "slurm-9")
+    explicit = options_from_legacy({"name": "e", "segment": "1/2"}, Options(), "/x/t.py")
+    assert explicit.segment == (1, 2)  # an explicit segment wins
 
 
 def test_options() -> None:

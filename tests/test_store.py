@@ -37,6 +37,7 @@ def test_put_get_list_delete(store: Store) -> None:
     assert list(store.keys("a/b")) == ["a/b/1.json", "a/b/2.json"]
     assert store.children("a") == ["b", "c.txt"]
     assert store.size("a/c.txt") == 5
+    assert store.sizes("a") == {"a/b/1.json": 3, "a/b/2.json": 3, "a/c.txt": 5}
     store.put("a/c.txt", b"new")
     assert store.get("a/c.txt") == b"new"
     store.flush()

@@ -128,7 +128,7 @@ def strip_legacy_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
                 found["segment"] = argv[i + 1]
                 i += 1
             else:
-                found["segment"] = "1/1"
+                found["segment"] = ""  # the whole run, or what a Slurm array/torchrun assigns
         else:
             kept.append(arg)
         i += 1
@@ -138,12 +138,20 @@ def strip_legacy_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def options_from_legacy(found: dict[str, str], base: Options, script: str) -> Options:
+    segment, replay_id = found.get("segment") or "1/1", base.replay_id
+    if found.get("segment") == "":
+        from flor.runtime.cluster import segment_from_env
+
+        assigned = segment_from_env()
+        if assigned is not None:
+            segment, replay_id = assigned.segment, replay_id or assigned.replay_id
     return replace(
         base,
         mode="replay" if "segment" in found else "record",
         name=check_name(found["name"]),
-        segment=parse_segment(found.get("segment", "1/1")),
+        segment=parse_segment(segment),
         script=script,
+        replay_id=replay_id,
     )
 
 

@@ -10,7 +10,7 @@ from flor.store import Store
 
 
 def run_size(store: Store, prefix: str) -> int:
-    return sum(store.size(k) for k in store.keys(prefix))
+    return sum(store.sizes(prefix).values())
 
 
 def summary(store: Store, name: str, run_id: str) -> dict[str, Any]:

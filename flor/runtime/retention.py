@@ -62,10 +62,10 @@ def collect(
             if not chosen(run):
                 kept.update(blobs)
                 continue
-            keys = list(store.keys(f"{run.prefix}/ckpt" if checkpoints_only else run.prefix))
-            if keys:
-                found.keys[run.prefix] = keys
-                found.nbytes += sum(store.size(k) for k in keys)
+            sizes = store.sizes(f"{run.prefix}/ckpt" if checkpoints_only else run.prefix)
+            if sizes:
+                found.keys[run.prefix] = sorted(sizes)
+                found.nbytes += sum(sizes.values())
             dropped.update(blobs)
     found.blobs = sorted(set(dropped) - kept)
     found.nbytes += sum(dropped[sha] for sha in found.blobs)

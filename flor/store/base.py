@@ -46,6 +46,10 @@ class Store(abc.ABC):
         base = prefix.rstrip("/") + "/" if prefix else ""
         return sorted({key[len(base) :].split("/", 1)[0] for key in self.keys(prefix)})
 
+    def sizes(self, prefix: str) -> dict[str, int]:
+        """Every key under ``prefix`` and its size (one listing where the backend allows)."""
+        return {key: self.size(key) for key in self.keys(prefix)}
+
     def put_blob(self, key: str, data: bytes) -> bool:
         """Store content-addressed ``data`` unless ``key`` already holds it; True if written.
 

@@ -94,6 +94,10 @@ class WriteBackStore(Store):
         self.remote.delete(key)
         self.cache.delete(key)
 
+    def sizes(self, prefix: str) -> dict[str, int]:
+        pending = [k for k in self.keys(prefix) if self._pending(k)]
+        return {**self.remote.sizes(prefix), **{k: self.cache.size(k) for k in pending}}
+
     def size(self, key: str) -> int:
         return self.cache.size(key) if self._pending(key) else self.remote.size(key)
 

@@ -106,6 +106,13 @@ class S3Store(Store):
             found.extend(o["Key"][len(self._root) :] for o in page.get("Contents", []))
         yield from sorted(found)
 
+    def sizes(self, prefix: str) -> dict[str, int]:
+        return {
+            o["Key"][len(self._root) :]: int(o["Size"])
+            for page in self._pages(prefix, delimiter=False)
+            for o in page.get("Contents", [])
+        }
+
     def children(self, prefix: str) -> list[str]:
         names: set[str] = set()
         base = len(self._folder(prefix))
