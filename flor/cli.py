@@ -206,7 +206,9 @@ def replay(
     )
     if workers and segment:
         raise FlorError("bad-option", "--workers runs every segment; --segment runs one: pick one")
-    if (backend == "ray" or address) and not workers:
+    if address and backend != "ray":
+        raise FlorError("bad-option", "--address names a Ray cluster: add --backend ray")
+    if backend == "ray" and not workers:
         raise FlorError("bad-option", "--backend ray runs the segments of --workers K: say K")
     if not workers and not segment:
         from flor.runtime.cluster import segment_from_env

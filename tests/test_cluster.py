@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, Flor, hindsight
+from conftest import Flor
 
 from flor.errors import FlorError
 from flor.runtime.cluster import segment_from_env
@@ -47,14 +47,17 @@ def test_bad_scheduler_env_is_a_user_error(env: dict[str, str]) -> None:
         segment_from_env(env)
 
 
+def record(f: Flor) -> None:
+    """Record the script with a checkpoint every iteration (every segment can start)."""
+    f.copy(f"plain/{SCRIPT}", as_name=SCRIPT)
+    f.cli("run", "--name", "ft", SCRIPT, FLOR_EPSILON="1e9")
+
+
 @pytest.mark.slow
 def test_slurm_array_tasks_each_replay_their_segment(flor_env: Flor) -> None:
     f = flor_env
-    path = f.work / SCRIPT
-    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
-    f.cli("run", "--name", "ft", SCRIPT, FLOR_EPSILON="1e9")
-    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "outside"))
-    truth = f.python(path).stdout
+    record(f)
+    truth = f.python(f.copy(f"plain/{SCRIPT}", "outside", as_name=SCRIPT)).stdout
     array = {"SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "3"}
     printed = []
     for task in ("1", "2", "3"):
@@ -73,9 +76,7 @@ def test_slurm_array_tasks_each_replay_their_segment(flor_env: Flor) -> None:
 @pytest.mark.slow
 def test_output_of_an_incomplete_array_names_the_missing_segment(flor_env: Flor) -> None:
     f = flor_env
-    path = f.work / SCRIPT
-    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
-    f.cli("run", "--name", "ft", SCRIPT, FLOR_EPSILON="1e9")
+    record(f)
     f.cli("replay", "--name", "ft", RANK="0", WORLD_SIZE="2", TORCHELASTIC_RUN_ID="r1")
     out = f.cli("output", "ft", check=False)
     assert out.returncode == 2
@@ -83,11 +84,9 @@ def test_output_of_an_incomplete_array_names_the_missing_segment(flor_env: Flor)
 
 
 @pytest.mark.slow
-def test_ray_backend_without_ray_says_how_to_install(flor_env: Flor, tmp_path: Path) -> None:
+def test_ray_mistakes_are_one_line_errors(flor_env: Flor, tmp_path: Path) -> None:
     f = flor_env
-    path = f.work / SCRIPT
-    path.write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
-    f.cli("run", "--name", "ft", SCRIPT)
+    record(f)
     fake = tmp_path / "no-ray" / "ray"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
@@ -101,3 +100,11 @@ def test_ray_backend_without_ray_says_how_to_install(flor_env: Flor, tmp_path: P
     )
     missing = f.cli("replay", "--name", "ft", "--backend", "ray", check=False)
     assert missing.returncode == 2 and "--workers K" in missing.stderr
+    alone = f.cli("replay", "--name", "ft", "--address", "127.0.0.1:1", check=False)
+    assert alone.returncode == 2 and "add --backend ray" in alone.stderr
+    nobody = f.cli(
+        "replay", "--name", "ft", "--workers", "2", "--backend", "ray", "--address", "127.0.0.1:1",
+        check=False,
+    )  # fmt: skip
+    assert nobody.returncode == 2
+    assert nobody.stderr.strip().splitlines()[-1].startswith("flor: error: no Ray head answers")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -86,13 +87,13 @@ def run_segments_on_ray(
     # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     local: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
+    _check_reachable(address)
     with contextlib.redirect_stdout(sys.stderr):  # Ray's own messages must not mix with output
         try:
             ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, **local)
-        except ConnectionError as e:
-            raise FlorError(
-                "ray-unreachable", f"cannot reach the Ray cluster at {address}: {e}"
-            ) from None
+        except Exception as e:  # a wrong address, an unreachable head, a folder too big to ship
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise FlorError("ray-init", f"cannot start Ray tasks at {address}: {why}") from None
         try:
             return _run(ray, worker_args, result_key, count, progress)
         finally:
@@ -127,6 +128,17 @@ def _run(
             failures.append(_failure(index, e))
             progress(f"segment {index}/{count} failed after {RETRIES} retries")
     return results, failures
+
+
+def _check_reachable(address: str) -> None:
+    """Ray keeps retrying an address nobody listens on for minutes: refuse it at once."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address in ("local", "auto") or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise FlorError("ray-unreachable", f"no Ray head answers at {address}: {e}") from None
 
 
 def _stores_inside(folder: str) -> list[str]:

@@ -73,13 +73,15 @@ def collect(
 
 
 def delete(store: Store, found: Collection, checkpoints_only: bool) -> None:
-    for prefix, keys in found.keys.items():
-        if checkpoints_only:  # journal entries keep timings and output, but point at no data
+    if checkpoints_only:  # journal entries keep timings and output, but point at no data
+        for prefix in found.keys:
             for key in store.keys(f"{prefix}/journal"):
                 if not key.rsplit("/", 1)[-1].startswith("loop-"):
                     entry = runs.get_json(store, key)
                     entry["blocks"] = {}  # replay re-executes these iterations
                     runs.put_json(store, key, entry)
+        store.flush()  # no entry may point at data once it is gone (on S3: uploaded first)
+    for keys in found.keys.values():
         for key in keys:
             store.delete(key)
     for sha in found.blobs:  # last: a blob goes only once nothing points at it

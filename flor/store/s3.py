@@ -210,7 +210,3 @@ class S3Store(Store):
             ) from None
         except (botocore.exceptions.HTTPClientError, botocore.exceptions.ConnectionError) as e:
             raise StoreUnreachable(self.endpoint or self.url, type(e).__name__) from None
-        except boto3.exceptions.S3UploadFailedError as e:
-            if "Could not connect" in str(e) or "Connection" in str(e):
-                raise StoreUnreachable(self.endpoint or self.url, "upload failed") from None
-            raise FlorError("s3", f"upload of {key} failed: {e}") from None
