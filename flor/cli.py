@@ -456,8 +456,8 @@ def output(name: str, run_id: str | None, replay_id: str | None) -> None:
         ]
         for r in ([replay_id] if replay_id else replays)
     }
-    replay_id = replay_id or max(
-        by_id, key=lambda r: max((s.get("finished", 0) for s in by_id[r]), default=0)
+    replay_id = replay_id or max(  # the last to finish; ids sort by start time
+        by_id, key=lambda r: (max((s.get("finished", 0) for s in by_id[r]), default=0), r)
     )
     results = by_id[replay_id]
     count = results[0]["segment"][1] if results else 0

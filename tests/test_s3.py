@@ -139,6 +139,7 @@ def test_corrupted_blob_in_s3_is_a_clear_error(s3_flor: Flor, s3_server: S3Serve
     assert out.returncode == 2, out.stderr
     assert "fails its checksum" in out.stderr.strip().splitlines()[-1]
     assert "Traceback" not in out.stderr
+    assert not list(cache(f).rglob(".blobs/*/*"))  # the corrupt bytes were not cached
 
 
 def _slow_script(f: Flor, kind: str) -> Path:
