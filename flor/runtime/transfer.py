@@ -9,6 +9,7 @@ points at is there, and an interrupted copy is finished by running it again
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ def copy_run(
     commits = [k for k in keys if "/journal/" in k or k.endswith("/run.json")]
     data = keys[: len(keys) - len(commits)]
     done = Copied()
+    count = threading.Lock()  # copies run on a pool
 
     def copy(key: str) -> None:
         payload = src.get(key)
@@ -53,13 +55,15 @@ def copy_run(
         ):
             raise CorruptCheckpoint(key, "the source copy fails its checksum; not copied")
         if dst.holds(key, payload):
-            done.present += 1
+            with count:
+                done.present += 1
             return
         dst.put(key, payload)
         if not dst.holds(key, payload):
             raise FlorError("copy-unverified", f"{key} did not verify in {dst.url} after copying")
-        done.objects += 1
-        done.nbytes += len(payload)
+        with count:
+            done.objects += 1
+            done.nbytes += len(payload)
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(copy, data))  # re-raises the first failure: no commit goes up then
