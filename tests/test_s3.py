@@ -23,6 +23,7 @@ EVERY_ITERATION = {"FLOR_EPSILON": "1e9"}  # checkpoint every iteration: segment
 
 
 def write(f: Flor, kind: str, extra: str = "") -> Path:
+    """The script with its ``kind`` markers applied and ``extra`` code before each epoch's print."""
     path = f.work / SCRIPT
     source = hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), kind)
     path.write_text(source.replace('        print(f"epoch', extra + '        print(f"epoch'))
