@@ -66,7 +66,7 @@ def edited(f: Flor, extra: str = "") -> Path:
 def record(f: Flor) -> None:
     f.extra.update(NO_TOKEN)
     (f.work / SCRIPT).write_text(hindsight((SCRIPTS / "plain" / SCRIPT).read_text(), "none"))
-    f.cli("run", "--name", "exp", SCRIPT, *ARGS)
+    f.cli("run", "--name", "exp", SCRIPT, *ARGS, FLOR_EPSILON="1e9")  # segments split 3 + 3
 
 
 def test_probed_block_over_two_ray_tasks_equals_full_run(flor_env: Flor, ray_head: str) -> None:
