@@ -309,7 +309,7 @@ def _replay_parallel(
         from flor.replay.local import run_segments
 
         failures = run_segments(worker_args, workers, workers, progress)
-        results = [runs.get_json(store, k) for k in store.keys(prefix) if k.endswith(".json")]
+        results = runs.replay_results(store, run.prefix, str(options.replay_id))
     click.echo(merged_output(results), nl=False)
     for f in failures:
         tail = "\n".join(f.stderr.strip().splitlines()[-15:])
@@ -449,11 +449,7 @@ def output(name: str, run_id: str | None, replay_id: str | None) -> None:
     if replay_id is not None and replay_id not in replays:
         raise FlorError("no-replay", f"no replay {replay_id!r} (replays: {', '.join(replays)})")
     by_id = {
-        r: [
-            runs.get_json(store, k)
-            for k in store.keys(f"{run.prefix}/replays/{r}")
-            if k.endswith(".json")
-        ]
+        r: runs.replay_results(store, run.prefix, r)
         for r in ([replay_id] if replay_id else replays)
     }
     replay_id = replay_id or max(  # the last to finish; ids sort by start time
@@ -545,7 +541,7 @@ def ls_command() -> None:
     click.echo(f"{'NAME':<20} {'RUN':<24} {'STARTED':<19} {'ITERS':>5} {'SIZE':>9}  STATUS")
     for name in names:
         for run_id in runs.list_runs(store, name):
-            s = query.summary(store, name, run_id)
+            s = query.summary(store, runs.load_run(store, name, run_id))
             status = s.get("status", "?") if s["complete"] else "incomplete"
             click.echo(
                 f"{name:<20} {run_id:<24} {_when(s.get('started')):<19} {s['iterations']:>5} "
@@ -561,7 +557,7 @@ def show(name: str, run_id: str | None) -> None:
     """Show one run: metadata, iterations, checkpoints and overhead."""
     store = open_store()
     run = runs.load_run(store, name, run_id)
-    s = query.summary(store, name, run.run_id)
+    s = query.summary(store, run)
     rows = [
         ("run", f"{name}/{run.run_id}"),
         ("script", s.get("script")),

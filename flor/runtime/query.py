@@ -13,9 +13,8 @@ def run_size(store: Store, prefix: str) -> int:
     return sum(store.sizes(prefix).values())
 
 
-def summary(store: Store, name: str, run_id: str) -> dict[str, Any]:
+def summary(store: Store, run: runs.RecordedRun) -> dict[str, Any]:
     """One run: its metadata plus what its journal says."""
-    run = runs.load_run(store, name, run_id)
     replays = store.children(f"{run.prefix}/replays")
     ckpts = runs.checkpoints(run)
     new_blobs = sum(c.get("new_blob_bytes", 0) for c in ckpts)
@@ -41,9 +40,8 @@ def logged_values(store: Store, name: str, run_id: str) -> list[dict[str, Any]]:
         for line in store.get(key).decode().splitlines():
             rows.append({"source": "record", **json.loads(line)})
     for replay_id in store.children(f"{prefix}/replays"):
-        for key in store.keys(f"{prefix}/replays/{replay_id}"):
-            if key.endswith(".json"):
-                for entry in runs.get_json(store, key).get("logs", []):
-                    rows.append({"source": f"replay {replay_id}", **entry})
+        for segment in runs.replay_results(store, prefix, replay_id):
+            for entry in segment.get("logs", []):
+                rows.append({"source": f"replay {replay_id}", **entry})
     rows.sort(key=lambda r: (r["iteration"] if r["iteration"] is not None else -1, r["source"]))
     return rows

@@ -101,6 +101,12 @@ class RecordedRun:
         )
 
 
+def replay_results(store: Store, run_prefix: str, replay_id: str) -> list[dict[str, Any]]:
+    """What each segment of replay ``replay_id`` printed and logged (one dict per segment)."""
+    folder = f"{run_prefix}/replays/{replay_id}"
+    return [get_json(store, k) for k in store.keys(folder) if k.endswith(".json")]
+
+
 def checkpoints(run: RecordedRun) -> list[dict[str, Any]]:
     """The journal's entry of every committed checkpoint of ``run``."""
     return [block for entry in run.commits.values() for block in entry["blocks"].values()]

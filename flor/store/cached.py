@@ -81,11 +81,7 @@ class WriteBackStore(Store):
 
     def keys(self, prefix: str) -> Iterator[str]:
         """What S3 holds, and what this process put that is still on its way there."""
-        folder = prefix.rstrip("/") + "/" if prefix else ""
-        pending = self._uploader.pending() if self._uploader else set()
-        yield from sorted(
-            set(self.remote.keys(prefix)) | {k for k in pending if k.startswith(folder)}
-        )
+        yield from sorted(set(self.remote.keys(prefix)) | self._pending_under(prefix))
 
     def children(self, prefix: str) -> list[str]:
         if self._uploader is None or not self._uploader.pending():
@@ -97,8 +93,8 @@ class WriteBackStore(Store):
         self.cache.delete(key)
 
     def sizes(self, prefix: str) -> dict[str, int]:
-        pending = [k for k in self.keys(prefix) if self._pending(k)]
-        return {**self.remote.sizes(prefix), **{k: self.cache.size(k) for k in pending}}
+        local = {k: self.cache.size(k) for k in self._pending_under(prefix)}
+        return {**self.remote.sizes(prefix), **local}
 
     def size(self, key: str) -> int:
         return self.cache.size(key) if self._pending(key) else self.remote.size(key)
@@ -111,8 +107,13 @@ class WriteBackStore(Store):
             timeout = float(os.environ.get("FLOR_UPLOAD_TIMEOUT", DEFAULT_UPLOAD_TIMEOUT))
             self._uploader.flush(progress, timeout)
 
+    def _pending_under(self, prefix: str) -> set[str]:
+        folder = prefix.rstrip("/") + "/" if prefix else ""
+        pending = self._uploader.pending() if self._uploader else set()
+        return {k for k in pending if k.startswith(folder)}
+
     def _pending(self, key: str) -> bool:
-        return self._uploader is not None and key in self._uploader.pending()
+        return self._uploader is not None and self._uploader.is_pending(key)
 
     def _upload(self, key: str, blob: bool) -> None:
         with self._lock:
@@ -151,6 +152,10 @@ class Uploader:
         """Keys put but not yet in S3."""
         with self._cond:
             return set(self._pending)
+
+    def is_pending(self, key: str) -> bool:
+        with self._cond:
+            return key in self._pending
 
     def flush(self, progress: Callable[[str], None] | None, timeout: float) -> None:
         """Wait until every submitted key is uploaded; raise a one-line error if some never were."""
