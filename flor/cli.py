@@ -164,6 +164,12 @@ def run(name: str, epsilon: float, script: str, args: tuple[str, ...]) -> None:
 )
 @click.option("--iterations", help="Replay only these iterations (0-based): 9, or 0-4,10.")
 @click.option(
+    "--verify",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Also re-execute K checkpointed blocks (per segment) and compare with the record.",
+)
+@click.option(
     "--plan", "show_plan", is_flag=True, help="Print what would run, and an estimate; run nothing."
 )
 @click.option("--replay-id", hidden=True)
@@ -178,6 +184,7 @@ def replay(
     backend: str,
     address: str | None,
     iterations: str | None,
+    verify: int,
     show_plan: bool,
     replay_id: str | None,
     script: str | None,
@@ -230,7 +237,11 @@ def replay(
         source=source,
         original=original,
         replay_id=replay_id or runs.new_id(),
+        verify=verify,
     )
+    from flor.runtime.replayer import check_segments
+
+    check_segments(run, options.segment[1])
     if show_plan:
         _print_plan(run, options, workers or 1)
         return
@@ -275,6 +286,7 @@ def _replay_parallel(
 
     def worker_args(index: int) -> list[str]:
         extra = ["--iterations", options.iterations] if options.iterations else []
+        extra += ["--verify", str(options.verify)] if options.verify else []
         where = os.path.basename(script) if on_ray else script  # Ray: in the shipped folder
         return [
             "replay",

@@ -3,7 +3,17 @@ from __future__ import annotations
 import pytest
 
 from flor.errors import FlorError
-from flor.runtime.plan import DEAD, LIVE, QUIET, make_plan, parse_iterations, segment_bounds
+from flor.runtime.plan import (
+    DEAD,
+    LIVE,
+    QUIET,
+    make_plan,
+    parse_iterations,
+    sample_checks,
+    segment_bounds,
+    usable_checkpoints,
+)
+from flor.transform import EndCall
 
 
 def test_segments_partition_and_start_after_checkpoints() -> None:
@@ -55,3 +65,33 @@ def test_parse_iterations() -> None:
         parse_iterations("10", 10)
     with pytest.raises(FlorError, match="use e.g."):
         parse_iterations("a-b", 10)
+
+
+def _commit(holds: list[str], bound: list[str], objs: int = 0) -> dict:
+    return {"blocks": {"train/0": {"objs": objs, "holds": holds, "bound": bound}}}
+
+
+def test_a_checkpoint_is_usable_when_it_holds_what_the_edited_end_takes() -> None:
+    edited = {"train": EndCall((), (("model", "model"), ("loss", None)))}
+    commits = {
+        0: _commit(["model"], ["model"]),  # loss not bound yet when recorded: UNBOUND is right
+        1: _commit(["loss", "model"], ["loss", "model"]),
+        2: _commit(["model"], ["loss", "model"]),  # loss was bound, but too big to keep
+    }
+    usable = usable_checkpoints(commits, edited, {})
+    assert usable[0] is None and usable[1] is None
+    assert usable[2] == "block 'train' lacks loss"
+
+
+def test_positional_values_must_match_the_record() -> None:
+    edited = {"train": EndCall(("model", "loss"), ())}
+    assert usable_checkpoints({0: _commit([], [], objs=2)}, edited, {})[0] is None
+    assert "2 positional values where the record has 1" in str(
+        usable_checkpoints({0: _commit([], [], objs=1)}, edited, {})[0]
+    )
+
+
+def test_checks_are_spread_evenly_and_bounded() -> None:
+    assert sample_checks(list(range(10)), 2) == {2, 7}
+    assert sample_checks([4, 5], 5) == {4, 5}
+    assert sample_checks(list(range(10)), 0) == frozenset()

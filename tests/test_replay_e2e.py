@@ -43,7 +43,8 @@ def test_outside_edit_replays_like_full_run(
     truth = f.python(edited, *args).stdout
     replayed = f.python(edited, "--flor", "exp", "--replay_flor", *args)
     assert replayed.stdout == truth
-    assert replayed.stderr == ""
+    summary = replayed.stderr.splitlines()
+    assert len(summary) == 1 and summary[0].startswith("flor: replayed "), replayed.stderr
     result = f.replays("exp")[-1]
     assert result["probed"] == []
 

@@ -49,7 +49,7 @@ class SkipBlock:
             probed: force the block to run on replay, as if its code had changed.
         """
         session = context.current()
-        return True if session is None else session.block_start(name, probed)
+        return True if session is None else session.block_start(name, probed, sys._getframe(1))
 
     @staticmethod
     def end(*objs: Any, **named: Any) -> Any:
@@ -71,9 +71,7 @@ class SkipBlock:
         if session is None:
             out = (*objs, *named.values())
         else:
-            frame = sys._getframe(1)
-            # module globals too: state a function's loop uses without binding it
-            out = session.block_end(objs, named, lambda: {**frame.f_globals, **frame.f_locals})
+            out = session.block_end(objs, named, sys._getframe(1))
         if len(out) == 1:
             return out[0]
         return out if out else None

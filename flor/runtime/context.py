@@ -40,6 +40,7 @@ class Options:
     store: str | None = None  # the store's URL (default: FLOR_STORE, FLOR_HOME, ~/.flor)
     script: str | None = None
     replay_id: str | None = None  # shared by the segments of one parallel replay
+    verify: int = 0  # replay: re-execute this many checkpointed blocks just to compare
     source: str | None = None  # the code actually run, when it is not the file (flor run)
     original: str | None = None  # the user's unmodified script, when flor rewrote it
     argv: tuple[str, ...] | None = None  # the script's argv, when sys.argv is flor's own
@@ -172,6 +173,9 @@ def _one_line_errors(previous: Any) -> Any:
             sys.stderr.write(f"flor: error: {value.message}\n")
         else:
             previous(kind, value, tb)
+            where = _session.where() if _session is not None else None
+            if where is not None:
+                sys.stderr.write(f"flor: the error above happened {where}\n")
 
     return hook
 

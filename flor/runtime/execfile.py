@@ -62,6 +62,12 @@ def run_as_main(path: str, argv: list[str], source: str, original: str | None = 
         return e.exit_code
     except BaseException as e:
         _print_user_traceback(e, path, source, original)
+        from flor.runtime import context
+
+        session = context.current()
+        where = session.where() if session is not None else None
+        if where is not None:
+            print(f"flor: the error above happened {where}", file=sys.stderr, flush=True)
         return 1
     finally:
         sys.argv[:] = saved_argv

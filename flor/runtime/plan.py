@@ -15,6 +15,11 @@ precedes a live stretch, replay starts quietly from iteration 0: slower, never
 wrong. Inside a stretch, a block is skipped where its iteration is committed
 and its code is unchanged, and executed otherwise (semantic 4).
 
+Only *usable* checkpoints count as committed: those holding every value the
+edited script's ``SkipBlock.end`` calls take (an edit may read a value, such as
+a large last batch, that a checkpoint left out). The others are planned around,
+as if absent, so replay re-executes there instead of failing.
+
 This lives in ``runtime`` rather than ``replay`` because a hand-annotated
 script replaying itself (``--replay_flor``) plans in its own process.
 """
@@ -22,8 +27,12 @@ script replaying itself (``--replay_flor``) plans in its own process.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
+
+if TYPE_CHECKING:
+    from flor.transform import EndCall
 
 DEAD, QUIET, LIVE = "dead", "quiet", "live"
 
@@ -110,4 +119,43 @@ def _stretches(live: set[int]) -> list[tuple[int, int]]:
             out[-1] = (out[-1][0], i + 1)
         else:
             out.append((i, i + 1))
+    return out
+
+
+def sample_checks(candidates: list[int], k: int) -> frozenset[int]:
+    """``k`` of the checkpointed iterations, spread evenly, to re-execute and compare."""
+    if k <= 0 or not candidates:
+        return frozenset()
+    k = min(k, len(candidates))
+    return frozenset(candidates[(2 * i + 1) * len(candidates) // (2 * k)] for i in range(k))
+
+
+def _lacks(entry: dict[str, Any], end: EndCall | None, recorded: EndCall | None) -> str | None:
+    """What the edited ``end`` call needs that a block's checkpoint does not hold, or None."""
+    if end is None:
+        return None
+    objs = entry.get("objs", len(recorded.positional) if recorded else 0)
+    if len(end.positional) != objs:
+        return f"{len(end.positional)} positional values where the record has {objs}"
+    held = entry.get("holds", [k for k, _ in recorded.keywords] if recorded else [])
+    needed = {k for k, _ in end.keywords}
+    if "bound" in entry:  # a name the recording's scope did not bind was unbound in a full run too
+        needed &= set(entry["bound"])
+    missing = sorted(needed - set(held))
+    return ", ".join(missing) if missing else None
+
+
+def usable_checkpoints(
+    commits: dict[int, dict[str, Any]], ends: dict[str, EndCall], recorded: dict[str, EndCall]
+) -> dict[int, str | None]:
+    """Each committed iteration -> None if its checkpoints hold every value the edited
+    script's ``end`` calls take, else what they lack (replay must re-execute there)."""
+    out: dict[int, str | None] = {}
+    for g, commit in commits.items():
+        out[g] = None
+        for block, entry in commit["blocks"].items():
+            name = block.rsplit("/", 1)[0]
+            if (why := _lacks(entry, ends.get(name), recorded.get(name))) is not None:
+                out[g] = f"block {name!r} lacks {why}"
+                break
     return out

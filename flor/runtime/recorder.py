@@ -15,12 +15,14 @@ from flor.runtime.codec import encode
 from flor.runtime.context import Options
 from flor.runtime.output import TaggedStream
 from flor.runtime.policy import CheckpointPolicy
+from flor.runtime.scope import cheap_values
 from flor.runtime.session import (
-    Scope,
+    Frame,
     Session,
     as_iterator,
     flush_store,
     numeric_environment,
+    visible_names,
 )
 from flor.runtime.state import Snapshot, Unrestorable, capture, capture_rng, stateful_in_scope
 from flor.runtime.writer import BackgroundWriter
@@ -169,7 +171,7 @@ class Recorder(Session):
         self._report()
 
     # -- blocks ----------------------------------------------------------------------
-    def block_start(self, name: str, probed: bool) -> bool:
+    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
         _, occurrence = self.open_block(name)
         if self.iteration is not None:
             self.stdout.bucket = f"{self.iteration}:{name}/{occurrence}"  # replay re-prints it
@@ -177,7 +179,7 @@ class Recorder(Session):
         return True
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], scope: Scope
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
     ) -> tuple[Any, ...]:
         name, occurrence = self.close_block()
         g = self.iteration
@@ -190,7 +192,7 @@ class Recorder(Session):
             compute = self.compute + (start - self._iteration_start - self._stall)
             self._checkpointing = self.policy.should_checkpoint(compute)
         if self._checkpointing:
-            self._checkpoint(g, name, occurrence, objs, named, scope)
+            self._checkpoint(g, name, occurrence, objs, named, frame)
         self._stall += time.perf_counter() - start
         return (*objs, *named.values())
 
@@ -201,21 +203,34 @@ class Recorder(Session):
         occurrence: int,
         objs: tuple[Any, ...],
         named: dict[str, Any],
-        scope: Scope,
+        frame: Frame,
     ) -> None:
         start = time.perf_counter()
         snap = Snapshot()
+
+        def each(values: dict[str, Any]) -> dict[str, Any]:
+            out = {}
+            for label, value in values.items():
+                try:
+                    out[label] = capture(value, snap)
+                except Unrestorable as e:
+                    raise Unrestorable(f"`{label}` holds {e}") from None
+            return out
+
         try:
             tree = {
-                "objs": [capture(o, snap) for o in objs],
-                "named": {k: capture(v, snap) for k, v in named.items()},
-                "scope": {k: capture(v, snap) for k, v in stateful_in_scope(scope()).items()},
+                "objs": list(each({f"value {i + 1}": o for i, o in enumerate(objs)}).values()),
+                "named": each(named),
+                "scope": each(stateful_in_scope(visible_names(frame))),
+                "values": each(cheap_values(frame.f_locals)),
                 "rng": capture_rng(),
             }
+            bound = sorted(k for k in frame.f_locals if not k.startswith("__"))
         except Unrestorable as e:
             self.warn_once(
                 f"unrestorable:{name}",
-                f"block {name!r} cannot be checkpointed: {e}; replay will re-execute it",
+                f"block {name!r} cannot be checkpointed: {e}; replay will re-execute it "
+                "(every iteration, from the start)",
             )
             self._checkpointing = False
             self._unrestorable = True
@@ -234,6 +249,9 @@ class Recorder(Session):
                 "bytes": len(enc.data),
                 "blobs": enc.blobs,
                 "new_blob_bytes": enc.new_blob_bytes,
+                "objs": len(tree["objs"]),
+                "holds": sorted({*tree["named"], *tree["values"]}),
+                "bound": bound,  # a name outside it was unbound: restoring UNBOUND is right
             }
             self.checkpoint_bytes += enc.logical
             self.stored_bytes += enc.stored
@@ -274,6 +292,12 @@ class Recorder(Session):
             ended=time.time(),
             warnings=self.writer.warnings,
         )
+        if self.loops == 0 and not exit_status:
+            sys.stderr.write(
+                f"flor: warning: run {self.options.name}/{self.run_id} has no checkpoints: the "
+                "script never entered a flor.it loop (see the notes above); `flor replay` "
+                "re-runs it whole\n"
+            )
         text = self.stdout.text()
         runs.put_json(
             self.store, f"{self.prefix}/stdout.json", {k: text.get(k, "") for k in ("pre", "post")}

@@ -15,16 +15,30 @@ from flor.runtime.context import Options
 from flor.runtime.execfile import read_script
 from flor.runtime.loader import CheckpointLoader
 from flor.runtime.output import TaggedStream
-from flor.runtime.plan import DEAD, QUIET, Plan, make_plan, parse_iterations, segment_bounds
+from flor.runtime.plan import (
+    DEAD,
+    QUIET,
+    Plan,
+    make_plan,
+    parse_iterations,
+    sample_checks,
+    segment_bounds,
+    usable_checkpoints,
+)
+from flor.runtime.scope import bind, same, unbound
 from flor.runtime.session import (
-    Scope,
+    Frame,
     Session,
     as_iterator,
     flush_store,
     numeric_environment,
+    visible_names,
 )
-from flor.runtime.state import restore, restore_rng, stateful_in_scope
-from flor.transform import compare
+from flor.runtime.state import CannotRestore, restore, restore_rng, stateful_in_scope
+from flor.runtime.tally import ReplayTally
+from flor.runtime.unbound import UNBOUND
+from flor.runtime.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
+from flor.transform import EndCall, compare
 
 
 @dataclass(frozen=True)
@@ -34,7 +48,20 @@ class ReplayPlan:
     plan: Plan
     live: frozenset[int]
     probed: frozenset[str]
-    grown: frozenset[str]  # probed because their end() now carries more state
+    usable: frozenset[int]  # committed iterations whose checkpoints hold what the edit reads
+    ends: dict[str, EndCall]  # the edited script's SkipBlock.end calls, by block
+    lacking: dict[int, str]  # committed but not usable: what the checkpoint lacks
+    verify: frozenset[int] = frozenset()  # iterations whose blocks re-execute only to check
+
+
+def check_segments(run: runs.RecordedRun, count: int) -> None:
+    """Segments split iterations: a run that never entered a flor.it loop has none."""
+    if count > 1 and not run.loops and not run.commits:
+        raise FlorError(
+            "no-loop",
+            f"run {run.name}/{run.run_id} has no flor.it loop, so no iterations to split into "
+            "segments; replay it whole (without --segment or --workers)",
+        )
 
 
 def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Options) -> ReplayPlan:
@@ -59,16 +86,22 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
             f"run {run.name}/{run.run_id} has {len(run.loops)} flor.it loops; "
             "segments and chosen iterations need a single main loop (replay it whole)",
         )
-    committed = set(run.commits)
-    start, stop = segment_bounds(total, count, committed)[index - 1]
+    check_segments(run, count)
+    checked = usable_checkpoints(run.commits, changes.ends, changes.recorded_ends)
+    usable = {g for g, why in checked.items() if why is None}
+    start, stop = segment_bounds(total, count, usable)[index - 1]
     live = set(range(start, stop))
     if options.iterations:
         live &= parse_iterations(options.iterations, total)
+    plan = make_plan(total, usable, live, run.complete)
     return ReplayPlan(
-        make_plan(total, committed, live, run.complete),
+        plan,
         frozenset(live),
-        changes.changed | changes.grown,
-        changes.grown,
+        changes.changed,
+        frozenset(usable),
+        changes.ends,
+        {g: why for g, why in checked.items() if why is not None},
+        sample_checks(sorted(usable & live - plan.entries), options.verify),
     )
 
 
@@ -80,26 +113,34 @@ class Replayer(Session):
         self.script = options.script or self.run.meta.get("script") or ""
         self.source = options.source if options.source is not None else read_script(self.script)
         decided = plan_replay(self.run, self.source, self.script, options)
-        for name in sorted(decided.grown):
+        if decided.lacking:
+            first = min(decided.lacking)
             self.warn_once(
-                f"grown:{name}",
-                f"block {name!r} now carries state the record does not have; re-executing it",
+                "lacking",
+                f"{len(decided.lacking)} of {len(self.run.commits)} checkpoints lack values the "
+                f"edited script reads (iteration {first}: {decided.lacking[first]}); "
+                "replay re-executes from the checkpoints that hold them",
             )
         self.probed = decided.probed
         self.live = set(decided.live)
         self.plan = decided.plan
+        self.usable = decided.usable
+        self.ends = decided.ends
         self.replay_id = options.replay_id or runs.new_id()
         self.stdout = TaggedStream(sys.stdout, keep=True)
         self.stderr = TaggedStream(sys.stderr, keep=False)
         sys.stdout, sys.stderr = self.stdout, self.stderr
         self.loader = CheckpointLoader(self.store, self._expected_reads())
+        self.tally = ReplayTally()
+        self.verify_at = decided.verify
         self._restoring: Any = None
+        self._checking: dict[str, Any] | None = None
         self._closed = False
         atexit.register(self.close)
 
     def _expected_reads(self) -> list[dict[str, Any]]:
         reads = []
-        for g in sorted(self.run.commits):
+        for g in sorted(self.usable):
             if self.plan.action(g) == DEAD:
                 continue
             for block, entry in self.run.commits[g]["blocks"].items():
@@ -134,7 +175,9 @@ class Replayer(Session):
                 self.begin_iteration(g)
                 self.stdout.quiet = self.stderr.quiet = action == QUIET
                 self.stdout.bucket = str(g)
+                self.tally.begin(action == QUIET)
                 yield value
+                self.tally.end()
                 self.end_iteration()
             if first + count - 1 >= self.plan.last_live and not self.plan.natural_end:
                 self._stop()
@@ -166,58 +209,135 @@ class Replayer(Session):
                 )
 
     # -- blocks ----------------------------------------------------------------------
-    def block_start(self, name: str, probed: bool) -> bool:
+    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
         _, occurrence = self.open_block(name)
         g = self.iteration
         if g is None:
             return True
-        entry = self.run.commits.get(g, {}).get("blocks", {}).get(f"{name}/{occurrence}")
+        recorded = self.run.commits.get(g, {}).get("blocks", {}).get(f"{name}/{occurrence}")
+        entry = recorded if g in self.usable else None
         must_restore = g in self.plan.entries
         if entry is None and must_restore:
             raise FlorError(
                 "missing-checkpoint",
                 f"iteration {g} has no checkpoint of block {name!r} to start from; replay the whole run",
             )
-        if entry is None or (not must_restore and (probed or name in self.probed)):
+        forced = probed or name in self.probed or g in self.verify_at
+        if entry is None or (not must_restore and forced) or not self._load(g, name, entry):
+            self.tally.block(name, executed=True)
+            self._checking = recorded  # the state it ends in must be the recorded one
             return True
+        self.tally.block(name, executed=False)
+        # An unchanged block run from the recorded state prints what it printed then.
+        self.stdout.write(self.run.commits[g].get("stdout", {}).get(f"{g}:{name}/{occurrence}", ""))
+        end = self.ends.get(name)
+        if end is not None:  # `end(model, loss)` must evaluate although the block did not bind loss
+            bind(frame, dict.fromkeys(unbound(frame, end.variables), UNBOUND))
+        return False
+
+    def _load(self, g: int, name: str, entry: dict[str, Any]) -> bool:
+        """Load the checkpoint to restore at the block's end; False (re-execute) if corrupt."""
         try:
             self._restoring = self.loader.get(entry)
         except CorruptCheckpoint as e:
-            if must_restore:
+            if g in self.plan.entries:
                 raise
             self.warn_once(f"corrupt:{g}:{name}", f"{e}; re-executing block {name!r}")
-            return True
-        # An unchanged block run from the recorded state prints what it printed then.
-        self.stdout.write(self.run.commits[g].get("stdout", {}).get(f"{g}:{name}/{occurrence}", ""))
-        return False
+            return False
+        return True
+
+    def _check(
+        self,
+        name: str,
+        entry: dict[str, Any],
+        objs: tuple[Any, ...],
+        named: dict[str, Any],
+        frame: Frame,
+    ) -> Any:
+        """Compare the state a re-executed block ended in with its checkpoint (``verify``);
+        the checkpoint's tree where they differ, so that the replay goes on from the record."""
+        end = self.ends.get(name)
+        labels = [_label(end.positional if end else (), i) for i in range(len(objs))]
+        try:
+            tree = self.loader.get(entry)
+        except CorruptCheckpoint as e:
+            self.warn_once(f"corrupt-check:{entry['key']}", f"{e}; not verified")
+            return None
+        scope = stateful_in_scope(visible_names(frame))
+        live = state_nodes(objs, named, scope, labels)
+        differs = first_difference(live, recorded_nodes(tree, labels))
+        if differs is None and not torch_rng_matches(tree["rng"]):
+            differs = "the torch random generator"
+        g = self.iteration
+        self.tally.checked.append((g, name, differs))
+        if differs is not None:
+            self.warn_once(
+                f"differs:{name}",
+                f"iteration {g}: block {name!r} re-executed to a state that differs from the "
+                f"record in {differs} (a nondeterministic op, an unseeded generator, data loader "
+                "workers?): hindsight values may not be what the recorded run saw",
+            )
+            return tree if g in self.usable else None  # a usable one goes on from the record
+        return None
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], scope: Scope
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
     ) -> tuple[Any, ...]:
         name, _ = self.close_block()
         tree, self._restoring = self._restoring, None
+        checking, self._checking = self._checking, None
+        if tree is None and checking is not None:
+            tree = self._check(name, checking, objs, named, frame)  # differs: restore the record
         if tree is None:
             return (*objs, *named.values())
-        recorded = tree.get("named", {})
-        if len(tree["objs"]) != len(objs) or not set(named) <= set(recorded):
-            raise FlorError(
+        if len(tree["objs"]) != len(objs):
+            raise FlorError(  # the plan checked the journal; this checkpoint disagrees with it
                 "block-mismatch",
-                f"SkipBlock.end for {name!r} does not take the values the record has "
-                f"({len(objs)} + {sorted(named)} now, {len(tree['objs'])} + {sorted(recorded)} recorded)",
+                f"SkipBlock.end for {name!r} takes {len(objs)} positional values, "
+                f"the checkpoint of iteration {self.iteration} holds {len(tree['objs'])}",
             )
+        try:
+            return self._restore(name, tree, objs, named, frame)
+        except CannotRestore as e:
+            raise FlorError(
+                e.slug,
+                f"iteration {self.iteration}, block {name!r}: {e.message}; run this block "
+                "instead of restoring it by changing a line inside it (it is then probed)",
+            ) from None
+
+    def _restore(
+        self, name: str, tree: Any, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+    ) -> tuple[Any, ...]:
+        """Put the checkpointed state where the block's end finds it; what ``end`` returns."""
         done: dict[int, Any] = {}
-        restored = tuple(restore(o, node, done) for o, node in zip(objs, tree["objs"]))
-        restored += tuple(restore(v, recorded[k], done) for k, v in named.items())
-        now = stateful_in_scope(scope())
+        end = self.ends.get(name)
+        labels = end.positional if end is not None else ()
+        values = tree.get("values", {})
+        held = {**values, **tree.get("named", {})}
+        restored = tuple(
+            restore(o, node, done, _label(labels, i))
+            for i, (o, node) in enumerate(zip(objs, tree["objs"]))
+        )
+        restored += tuple(restore(v, held.get(k, _UNBOUND_NODE), done, k) for k, v in named.items())
+        now = stateful_in_scope(visible_names(frame))
         for path, node in tree.get("scope", {}).items():
             if path in now:
-                restore(now[path], node, done)
+                restore(now[path], node, done, path)
+        _rebind_values(frame, values, done)
         restore_rng(tree["rng"])
         return restored
 
     def log(self, name: str, value: Any, step: int | None) -> None:
         if not self.stdout.quiet:
             super().log(name, value, step)
+
+    def where(self) -> str | None:
+        """Where the replay was, for an exception the user's code raised."""
+        if self.iteration is None or self.tally.last_block is None:
+            return None if self.iteration is None else f"replaying iteration {self.iteration}"
+        name, executed = self.tally.last_block
+        how = "re-executed" if executed else "restored from its checkpoint"
+        return f"replaying iteration {self.iteration}, after block {name!r} was {how}"
 
     # -- the end -------------------------------------------------------------------
     def close(self) -> None:
@@ -240,7 +360,29 @@ class Replayer(Session):
         runs.put_json(self.store, f"{prefix}/segment-{index}-of-{count}.json", result)
         self.store.put(f"{prefix}/source.py", self.source.encode())
         sys.stdout.flush()
+        if self.tally.iterations:
+            self.stderr.quiet = False
+            self.stderr.write(f"flor: {self.tally.summary()}\n")
         self.upload_failed = not flush_store(self.store)
 
 
+def _label(names: tuple[str | None, ...], i: int) -> str:
+    name = names[i] if i < len(names) else None
+    return name or f"value {i + 1} of SkipBlock.end"
+
+
+def _rebind_values(frame: Frame, values: dict[str, Any], done: dict[int, Any]) -> None:
+    """Rebind the scope's saved values where this process's differ (a segment's first
+    iteration, names the skipped block bound); equal ones keep their identity."""
+    current = frame.f_locals
+    changed = {}
+    for name, node in values.items():
+        cur = current.get(name, UNBOUND)
+        new = restore(cur, node, done, name)
+        if cur is UNBOUND or not same(cur, new):
+            changed[name] = new
+    bind(frame, changed)
+
+
 _END = object()
+_UNBOUND_NODE = {"k": "unbound"}  # a name the recording's scope had not bound yet

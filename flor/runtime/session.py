@@ -8,6 +8,7 @@ block that runs twice per iteration is two blocks.
 from __future__ import annotations
 
 import sys
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -16,8 +17,13 @@ from flor.runtime.context import Options
 from flor.runtime.values import to_jsonable
 from flor.store import Store, open_store
 
-# The names visible where SkipBlock.end was called, built only when a checkpoint needs them.
-Scope = Callable[[], dict[str, Any]]
+Frame = types.FrameType  # where SkipBlock.step_into / end was called
+
+
+def visible_names(frame: Frame) -> dict[str, Any]:
+    """The names ``frame`` sees: module globals too, for state a function's loop uses
+    without binding it."""
+    return {**frame.f_globals, **frame.f_locals}
 
 
 def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[Any], bool]:
@@ -58,13 +64,17 @@ class Session:
     def main_loop(self, iterable: Any) -> Iterator[Any]:
         raise NotImplementedError
 
-    def block_start(self, name: str, probed: bool) -> bool:
+    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
         raise NotImplementedError
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], scope: Scope
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
     ) -> tuple[Any, ...]:
         raise NotImplementedError
+
+    def where(self) -> str | None:
+        """Where the session was, for an exception the user's code raised (replay says)."""
+        return None
 
     def log(self, name: str, value: Any, step: int | None) -> None:
         entry = {"iteration": self.iteration, "name": name, "value": to_jsonable(value)}

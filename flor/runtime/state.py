@@ -94,13 +94,18 @@ def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
     for name, value in names.items():
         if name.startswith("__"):
             continue
-        if (_stateful(value) and not _is_passive(value)) or _trainable(value):
+        if (_stateful(value) and not _is_passive(value)) or _trainable(value) or _generator(value):
             found[name] = value
         elif _plain_object(value) and not _is_passive(value):
             for attr, inner in vars(value).items():
                 if _stateful(inner) and not _is_passive(inner):
                     found[f"{name}.{attr}"] = inner
     return found
+
+
+def _generator(value: Any) -> bool:
+    """A private torch generator (``torch.Generator()``): state, even where no block names it."""
+    return isinstance(value, torch.Generator)
 
 
 def _trainable(value: Any) -> bool:
@@ -151,7 +156,7 @@ def _pickle(x: Any) -> bytes:
     try:
         return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:
-        raise Unrestorable(f"{type(x).__name__} cannot be saved ({e})") from None
+        raise Unrestorable(f"a {type(x).__name__}, which cannot be saved ({e})") from None
 
 
 def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
@@ -167,7 +172,7 @@ def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
     if _is_passive(obj):
         return {"k": "passive"}
     if isinstance(obj, (types.GeneratorType, type(threading.Lock()))):
-        raise Unrestorable(f"a {type(obj).__name__} cannot be checkpointed")
+        raise Unrestorable(f"a {type(obj).__name__}, which cannot be checkpointed")
     memo[id(obj)] = len(memo)
     node = _capture_new(obj, snap)
     node["id"] = memo[id(obj)]
@@ -175,6 +180,8 @@ def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
 
 
 def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
+    if isinstance(obj, torch.Generator):
+        return {"k": "gen", "v": obj.get_state(), "device": str(obj.device)}
     if isinstance(obj, torch.Tensor):
         in_place = isinstance(obj, torch.nn.Parameter) or (obj.is_leaf and obj.requires_grad)
         return {
@@ -188,6 +195,10 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
             node["grads"] = [
                 None if p.grad is None else snap.copy(p.grad) for p in obj.parameters()
             ]
+            node["attrs"] = [
+                {name: capture(v, snap) for name, v in _module_attrs(m).items()}
+                for m in obj.modules()
+            ]
         return node
     if isinstance(obj, (list, tuple)):
         kind = "list" if isinstance(obj, list) else "tuple"
@@ -197,7 +208,21 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
     if not _plain_object(obj):
         return {"k": "pickle", "v": _pickle(obj)}
     attrs = vars(obj)
-    return {"k": "obj", "v": {name: capture(v, snap) for name, v in attrs.items()}}
+    return {
+        "k": "obj",
+        "v": {name: capture(v, snap) for name, v in attrs.items()},
+        "cls": [type(obj).__module__, type(obj).__qualname__],
+    }
+
+
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
+
+def _module_attrs(module: torch.nn.Module) -> dict[str, Any]:
+    """What a module holds besides parameters, buffers and submodules: an optimizer built
+    in ``__init__`` (``self.optimizer``), a rollout list (``self.data``), counters. Its
+    ``state_dict`` leaves them out; a full run has them."""
+    return {k: v for k, v in vars(module).items() if k not in _MODULE_INTERNALS}
 
 
 def _flags(obj: Any) -> dict[str, Any]:
@@ -219,8 +244,22 @@ def _set_flags(obj: Any, flags: dict[str, Any]) -> None:
         obj._opt_called = flags["_opt_called"]
 
 
-def restore(cur: Any, node: dict[str, Any], done: dict[int, Any] | None = None) -> Any:
-    """Restore ``node`` into ``cur`` where it can, and return what to bind the name to."""
+class CannotRestore(FlorError):
+    """A checkpointed value with nothing to restore it into; ``path`` names it from its root."""
+
+    def __init__(self, path: str, what: str, why: str) -> None:
+        super().__init__("cannot-restore", f"cannot restore {path} ({what}): {why}")
+        self.path = path
+
+
+def restore(
+    cur: Any, node: dict[str, Any], done: dict[int, Any] | None = None, path: str = "a value"
+) -> Any:
+    """Restore ``node`` into ``cur`` where it can, and return what to bind the name to.
+
+    ``done`` maps the snapshot's object ids to what they were restored as: an
+    object the snapshot holds twice is restored once, and shared again.
+    """
     done = {} if done is None else done
     kind = node["k"]
     if kind == "ref":
@@ -231,34 +270,46 @@ def restore(cur: Any, node: dict[str, Any], done: dict[int, Any] | None = None) 
         return node["v"]
     if kind == "passive":
         return cur
-    result = _restore_new(cur, node, done)
+    if node["id"] in done:
+        return done[node["id"]]
+    result = _restore_new(cur, node, done, path)
     done[node["id"]] = result
     return result
 
 
-def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any]) -> Any:
+def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
     kind, value = node["k"], node["v"]
     if kind == "sd":
         if not _stateful(cur):
-            raise FlorError(
-                "cannot-restore",
-                f"cannot restore a checkpointed state_dict into {type(cur).__name__}: the object "
-                "did not exist before its block; force that block to run with probed=True",
+            raise CannotRestore(
+                path,
+                "an object with a state_dict",
+                "this replay has no such object where the block ends (it is created inside the "
+                "block, or the edit removed it)",
             )
         cur.load_state_dict(value)
         _set_flags(cur, node.get("flags", {}))
         if "grads" in node:
             for param, grad in zip(cur.parameters(), node["grads"]):
                 param.grad = None if grad is None else grad.to(param.device)
+        if "attrs" in node and isinstance(cur, torch.nn.Module):
+            for i, (module, attrs) in enumerate(zip(cur.modules(), node["attrs"])):
+                where = path if i == 0 else f"{path}.<submodule {i}>"
+                _restore_attrs(vars(module), attrs, done, where, _MODULE_INTERNALS)
         return cur
     if kind in ("tensor", "param"):
         return _restore_tensor(cur, node)
+    if kind == "gen":  # in place: a DataLoader or sampler may hold the same generator
+        gen = cur if isinstance(cur, torch.Generator) else torch.Generator(node["device"])
+        gen.set_state(value)
+        return gen
     if kind in ("list", "tuple"):
         if isinstance(cur, list) and kind == "list":
             done[node["id"]] = cur  # before the items: they may refer back to it
         olds = list(cur) if isinstance(cur, (list, tuple)) else []
         items = [
-            restore(olds[i] if i < len(olds) else _MISSING, n, done) for i, n in enumerate(value)
+            restore(olds[i] if i < len(olds) else _MISSING, n, done, f"{path}[{i}]")
+            for i, n in enumerate(value)
         ]
         if kind == "tuple":
             return tuple(items)
@@ -270,23 +321,20 @@ def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any]) -> Any:
         old = cur if isinstance(cur, dict) else {}
         if isinstance(cur, dict):
             done[node["id"]] = cur
-        entries = {k: restore(old.get(k, _MISSING), n, done) for k, n in zip(node["keys"], value)}
+        entries = {
+            k: restore(old.get(k, _MISSING), n, done, f"{path}[{k!r}]")
+            for k, n in zip(node["keys"], value)
+        }
         if isinstance(cur, dict):
             cur.clear()
             cur.update(entries)
             return cur
         return entries
     if kind == "obj":
-        if cur is _MISSING or not hasattr(cur, "__dict__"):
-            raise FlorError(
-                "cannot-restore",
-                "cannot restore an object that did not exist before its block; "
-                "force that block to run with probed=True",
-            )
+        if cur is _MISSING or cur is UNBOUND or not _plain_object(cur):
+            cur = _new_instance(node, path, cur)
         done[node["id"]] = cur
-        attrs = vars(cur)
-        for name, child in value.items():
-            attrs[name] = restore(attrs.get(name, _MISSING), child, done)
+        _restore_attrs(vars(cur), value, done, path, frozenset())
         return cur
     if kind == "pickle":
         new = pickle.loads(value)
@@ -296,6 +344,38 @@ def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any]) -> Any:
             return cur
         return new
     raise ValueError(f"unknown snapshot node {kind!r}")
+
+
+def _restore_attrs(
+    attrs: dict[str, Any],
+    saved: dict[str, Any],
+    done: dict[int, Any],
+    path: str,
+    keep: frozenset[str],
+) -> None:
+    """Make an object's attributes what they were at the checkpoint: restored in place, or
+    set where this process lacks them, and deleted where the checkpoint did not have them
+    yet (a cache created lazily later)."""
+    for name in [n for n in attrs if n not in saved and n not in keep]:
+        del attrs[name]
+    for name, child in saved.items():
+        value = restore(attrs.get(name, _MISSING), child, done, f"{path}.{name}")
+        if value is not _MISSING:  # a passive value (a function, a loader) this process lacks
+            attrs[name] = value
+
+
+def _new_instance(node: dict[str, Any], path: str, cur: Any) -> Any:
+    """A blank instance of the checkpointed object's class, to fill with its attributes
+    (what unpickling does), for an object this process does not have (yet)."""
+    module, qualname = node.get("cls") or (None, None)
+    cls: Any = sys.modules.get(module) if module else None
+    for part in (qualname or "").split("."):
+        cls = getattr(cls, part, None)
+    if not isinstance(cls, type):
+        what = f"a {qualname}" if qualname else "a plain object"
+        found = "nothing" if cur is _MISSING or cur is UNBOUND else f"a {type(cur).__name__}"
+        raise CannotRestore(path, what, f"this replay has {found} there to restore it into")
+    return object.__new__(cls)
 
 
 def _restore_tensor(cur: Any, node: dict[str, Any]) -> Any:

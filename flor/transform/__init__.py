@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from flor.transform.blocks import BlockChanges, compare, fingerprints
+from flor.transform.blocks import BlockChanges, EndCall, compare, fingerprints
 from flor.transform.instrument import instrument
 from flor.transform.report import Instrumented
 
-__all__ = ["BlockChanges", "Instrumented", "compare", "fingerprints", "instrument"]
+__all__ = ["BlockChanges", "EndCall", "Instrumented", "compare", "fingerprints", "instrument"]

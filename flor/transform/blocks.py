@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flor.errors import FlorError
 
@@ -21,7 +21,8 @@ class BlockChanges:
     changed: frozenset[str]
     missing: frozenset[str]  # recorded, but gone from the edited script
     added: frozenset[str]
-    grown: frozenset[str] = frozenset()  # blocks whose end() now carries values the record lacks
+    ends: dict[str, EndCall] = field(default_factory=dict)  # the edited script's end() calls
+    recorded_ends: dict[str, EndCall] = field(default_factory=dict)
 
 
 def _parse(source: str, filename: str) -> ast.Module:
@@ -90,31 +91,60 @@ def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
     return result
 
 
-def end_names(source: str, filename: str = "<script>") -> dict[str, frozenset[str]]:
-    """Block name -> the keyword names its ``SkipBlock.end(...)`` call carries."""
-    out: dict[str, frozenset[str]] = {}
+@dataclass(frozen=True)
+class EndCall:
+    """The arguments of a block's ``SkipBlock.end(...)``: for each positional argument and
+    each keyword, the variable it names (``None`` for any other expression)."""
+
+    positional: tuple[str | None, ...]
+    keywords: tuple[tuple[str, str | None], ...]
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """The names whose evaluation raises NameError when the block did not bind them."""
+        return frozenset(
+            n for n in (*self.positional, *(v for _, v in self.keywords)) if n is not None
+        )
+
+
+def _variable(expr: ast.expr) -> str | None:
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def end_calls(source: str, filename: str = "<script>") -> dict[str, EndCall]:
+    """Block name -> the ``SkipBlock.end(...)`` call right after its ``if`` statement."""
+    out: dict[str, EndCall] = {}
     for node in ast.walk(_parse(source, filename)):
-        for body in (getattr(node, field, None) for field in ("body", "orelse", "finalbody")):
+        for body in (getattr(node, part, None) for part in ("body", "orelse", "finalbody")):
             if not isinstance(body, list):
                 continue
             for stmt, after in zip(body, body[1:]):
                 if isinstance(stmt, ast.If) and (name := _block_name(stmt.test)) is not None:
                     value = getattr(after, "value", None)
                     if isinstance(value, ast.Call):
-                        out[name] = frozenset(k.arg for k in value.keywords if k.arg)
+                        out[name] = EndCall(
+                            tuple(_variable(a) for a in value.args),
+                            tuple((k.arg, _variable(k.value)) for k in value.keywords if k.arg),
+                        )
     return out
+
+
+def end_names(source: str, filename: str = "<script>") -> dict[str, frozenset[str]]:
+    """Block name -> the keyword names its ``SkipBlock.end(...)`` call carries."""
+    return {
+        name: frozenset(k for k, _ in call.keywords)
+        for name, call in end_calls(source, filename).items()
+    }
 
 
 def compare(recorded: str, edited: str, filename: str = "<script>") -> BlockChanges:
     """Which blocks of ``recorded`` changed, vanished or appeared in ``edited``."""
     old = fingerprints(recorded, filename + " (recorded)")
     new = fingerprints(edited, filename)
-    old_state, new_state = end_names(recorded, filename), end_names(edited, filename)
     return BlockChanges(
         changed=frozenset(n for n in old.keys() & new.keys() if old[n] != new[n]),
         missing=frozenset(old.keys() - new.keys()),
         added=frozenset(new.keys() - old.keys()),
-        grown=frozenset(
-            n for n in old_state.keys() & new_state.keys() if not new_state[n] <= old_state[n]
-        ),
+        ends=end_calls(edited, filename),
+        recorded_ends=end_calls(recorded, filename),
     )

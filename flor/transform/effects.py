@@ -69,6 +69,25 @@ def infer_state(p: Program, loop: Loop, block: Nodes) -> list[StateItem]:
     return items
 
 
+def feeds_block(p: Program, stmt: cst.BaseStatement, block: Nodes) -> bool:
+    """Whether ``stmt`` fills a container the block's update reads (``policy.rewards``, a
+    replay buffer): it mutates, directly or through a same-file call, an object that the
+    block or the functions it calls refer to."""
+    mutated = {r.value for r in _mutation_roots(p, [stmt])}
+    for fn in p.reachable_functions(stmt):
+        mutated |= {r.value for r in _mutation_roots(p, [fn.body]) if _is_global_use(p, r)}
+    if not mutated:
+        return False
+    regions = [*block, *(fn.body for s in block for fn in p.reachable_functions(s))]
+    read = {n.value for region in regions for n in walk(region) if isinstance(n, cst.Name)}
+    return bool(mutated & read)
+
+
+def _is_global_use(p: Program, name: cst.Name) -> bool:
+    scope = p.scope(name)
+    return isinstance(scope, FunctionScope) and name.value not in scope.assignments
+
+
 # -- (a) mutated objects ---------------------------------------------------------------
 # Methods that only read (tensor math, accessors, containers' getters): calling them
 # on an object is not a reason to checkpoint it.

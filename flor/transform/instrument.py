@@ -7,7 +7,7 @@ import re
 
 import libcst as cst
 
-from flor.transform.effects import infer_state
+from flor.transform.effects import feeds_block, infer_state
 from flor.transform.loops import (
     Refused,
     choose_block,
@@ -58,7 +58,7 @@ def instrument(source: str, filename: str = "<script>") -> Instrumented:
                 isinstance(n, cst.NamedExpr) for n in walk(loop.test)
             ):
                 raise Refused("the while condition assigns with `:=`")
-            choice = choose_block(p, loop)
+            choice = choose_block(p, loop, feeds_block)
             assert isinstance(loop.body, cst.IndentedBlock)  # choose_block refuses others
             block = list(loop.body.body)[choice.start : choice.stop]
             state = tuple(infer_state(p, loop, block))

@@ -11,6 +11,7 @@ reads (the forward pass feeding ``backward``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -73,7 +74,11 @@ def file_opted_out(source: str) -> bool:
     return any(line.lstrip().startswith("#") and "flor: skip-file" in line for line in head)
 
 
-def choose_block(p: Program, loop: Loop) -> BlockChoice:
+# Whether a statement before the block fills what the block consumes (a rollout's lists).
+Feeds = Callable[[Program, cst.BaseStatement, Nodes], bool]
+
+
+def choose_block(p: Program, loop: Loop, feeds: Feeds | None = None) -> BlockChoice:
     body = loop.body
     if not isinstance(body, cst.IndentedBlock):
         raise Refused("a loop body on the same line as its header")
@@ -84,8 +89,25 @@ def choose_block(p: Program, loop: Loop) -> BlockChoice:
     start, stop = working[0], working[-1] + 1
     while start > 0 and _feeds_only(p, stmts[start - 1], stmts, start, stop, loop):
         start -= 1
+    rollout = _rollout(p, stmts, start, stop, feeds)
+    if rollout is not None:
+        start = rollout
     _check_escapes(p, stmts[start:stop], loop)
-    return BlockChoice(start, stop, _why(p, stmts[start:stop]))
+    why = "the rollout and the update" if rollout is not None else _why(p, stmts[start:stop])
+    return BlockChoice(start, stop, why)
+
+
+def _rollout(p: Program, stmts: Nodes, start: int, stop: int, feeds: Feeds | None) -> int | None:
+    """The first statement of a rollout loop before the block that fills what the block's
+    update consumes (PATTERNS 27): the block starts there, so that replay skips the
+    rollout too, and a restore never lands between a graph's forward and its backward."""
+    if feeds is None:
+        return None
+    for i in range(start - 1, -1, -1):
+        stmt = stmts[i]
+        if isinstance(stmt, (cst.For, cst.While)) and feeds(p, stmt, stmts[start:stop]):
+            return i
+    return None
 
 
 def _why(p: Program, block: Nodes) -> str:

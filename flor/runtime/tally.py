@@ -1,0 +1,59 @@
+"""What a replay did, for the one line it ends with on stderr (and for exceptions)."""
+
+from __future__ import annotations
+
+import time
+
+
+class ReplayTally:
+    """What a replay did, per iteration: restored (every block from its checkpoint),
+    re-executed (some block ran), or run quietly to rebuild state; with the time each took."""
+
+    def __init__(self) -> None:
+        self.counts = {"restored": 0, "re-executed": 0, "quiet": 0}
+        self.seconds = dict.fromkeys(self.counts, 0.0)
+        self.last_block: tuple[str, bool] | None = None  # (name, executed) in this iteration
+        self.checked: list[tuple[int | None, str, str | None]] = []  # (iteration, block, differs)
+        self._quiet = False
+        self._executed = False
+        self._start = 0.0
+
+    @property
+    def iterations(self) -> int:
+        return sum(self.counts.values())
+
+    def begin(self, quiet: bool) -> None:
+        self._quiet, self._executed, self.last_block = quiet, False, None
+        self._start = time.perf_counter()
+
+    def block(self, name: str, executed: bool) -> None:
+        self._executed = self._executed or executed
+        self.last_block = (name, executed)
+
+    def end(self) -> None:
+        kind = "quiet" if self._quiet else "re-executed" if self._executed else "restored"
+        self.counts[kind] += 1
+        self.seconds[kind] += time.perf_counter() - self._start
+
+    def summary(self) -> str:
+        shown = self.counts["restored"] + self.counts["re-executed"]
+        parts = [
+            f"{self.counts[k]} {k} ({self.seconds[k]:.2f} s)"
+            for k in ("restored", "re-executed")
+            if self.counts[k]
+        ]
+        line = f"replayed {shown} iterations: {', '.join(parts) or 'none'}"
+        if self.counts["quiet"]:
+            line += (
+                f"; {self.counts['quiet']} more run quietly first to rebuild state "
+                f"({self.seconds['quiet']:.2f} s)"
+            )
+        if self.checked:
+            bad = [(g, name, d) for g, name, d in self.checked if d is not None]
+            line += f"; verified {len(self.checked)} re-executed checkpointed blocks: "
+            if bad:
+                g, name, differs = bad[0]
+                line += f"{len(bad)} DIFFER from the record (first: iteration {g}, {differs})"
+            else:
+                line += "all match the record"
+        return line
