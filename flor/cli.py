@@ -239,7 +239,7 @@ def replay(
         replay_id=replay_id or runs.new_id(),
         verify=verify,
     )
-    from flor.runtime.replayer import check_segments
+    from flor.runtime.plan import check_segments  # torch-free: --workers forks before torch
 
     check_segments(run, options.segment[1])
     if show_plan:

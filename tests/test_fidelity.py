@@ -46,7 +46,6 @@ RUN_CASES = [  # (script, budget) recorded with `flor run`
     ("model_optimizer.py", DENSE),  # (5) optimizer and rollout list held on the model
     ("lazy_env.py", DENSE),  # (6) an attribute the environment caches on first use
     ("dqn_steps.py", DENSE),  # step loop, replay buffer filled outside the update
-    ("dqn_steps.py", SPARSE),
 ]
 
 

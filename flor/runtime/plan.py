@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from flor.errors import FlorError
 
 if TYPE_CHECKING:
+    from flor.runtime.runs import RecordedRun
     from flor.transform import EndCall
 
 DEAD, QUIET, LIVE = "dead", "quiet", "live"
@@ -68,6 +69,16 @@ def segment_bounds(total: int, n: int, committed: set[int]) -> list[tuple[int, i
         bounds.append(min(near, key=lambda s: (abs(s - ideal), s)) if near else max(ideal, lo))
     bounds.append(total)
     return [(bounds[i], bounds[i + 1]) for i in range(n)]
+
+
+def check_segments(run: RecordedRun, count: int) -> None:
+    """Segments split iterations: a run that never entered a flor.it loop has none."""
+    if count > 1 and not run.loops and not run.commits:
+        raise FlorError(
+            "no-loop",
+            f"run {run.name}/{run.run_id} has no flor.it loop, so no iterations to split into "
+            "segments; replay it whole (without --segment or --workers)",
+        )
 
 
 def parse_iterations(spec: str, total: int) -> set[int]:

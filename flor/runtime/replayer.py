@@ -19,6 +19,7 @@ from flor.runtime.plan import (
     DEAD,
     QUIET,
     Plan,
+    check_segments,
     make_plan,
     parse_iterations,
     sample_checks,
@@ -52,16 +53,6 @@ class ReplayPlan:
     ends: dict[str, EndCall]  # the edited script's SkipBlock.end calls, by block
     lacking: dict[int, str]  # committed but not usable: what the checkpoint lacks
     verify: frozenset[int] = frozenset()  # iterations whose blocks re-execute only to check
-
-
-def check_segments(run: runs.RecordedRun, count: int) -> None:
-    """Segments split iterations: a run that never entered a flor.it loop has none."""
-    if count > 1 and not run.loops and not run.commits:
-        raise FlorError(
-            "no-loop",
-            f"run {run.name}/{run.run_id} has no flor.it loop, so no iterations to split into "
-            "segments; replay it whole (without --segment or --workers)",
-        )
 
 
 def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Options) -> ReplayPlan:
