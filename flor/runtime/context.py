@@ -164,6 +164,14 @@ def current() -> Session | None:
     return _session
 
 
+def report_where() -> None:
+    """After the user's traceback: one line saying where the session was (replay knows)."""
+    where = _session.where() if _session is not None else None
+    if where is not None:
+        sys.stderr.write(f"flor: the error above happened {where}\n")
+        sys.stderr.flush()
+
+
 def _one_line_errors(previous: Any) -> Any:
     """A FlorError raised inside the user's script (a corrupt checkpoint) is a
     one-line message, not a traceback; the user's own exceptions are untouched."""
@@ -173,9 +181,7 @@ def _one_line_errors(previous: Any) -> Any:
             sys.stderr.write(f"flor: error: {value.message}\n")
         else:
             previous(kind, value, tb)
-            where = _session.where() if _session is not None else None
-            if where is not None:
-                sys.stderr.write(f"flor: the error above happened {where}\n")
+            report_where()
 
     return hook
 

@@ -62,12 +62,9 @@ def run_as_main(path: str, argv: list[str], source: str, original: str | None = 
         return e.exit_code
     except BaseException as e:
         _print_user_traceback(e, path, source, original)
-        from flor.runtime import context
+        from flor.runtime.context import report_where
 
-        session = context.current()
-        where = session.where() if session is not None else None
-        if where is not None:
-            print(f"flor: the error above happened {where}", file=sys.stderr, flush=True)
+        report_where()
         return 1
     finally:
         sys.argv[:] = saved_argv
