@@ -64,8 +64,8 @@ def record(
 
 
 def measure(server: S3Server, work: Path, args: argparse.Namespace) -> dict[str, object]:
-    from flor.runtime import runs
-    from flor.runtime.transfer import copy_run, run_keys
+    from flor import runs
+    from flor.runs.transfer import copy_run, run_keys
     from flor.store import LocalStore
     from flor.store.s3 import S3Store
 

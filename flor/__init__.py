@@ -6,8 +6,8 @@ calls and replay, restoring checkpoints instead of re-training.
 
 from __future__ import annotations
 
+from flor.replay.activate import activate_from_process as _activate
 from flor.runtime.api import SkipBlock, it, log
-from flor.runtime.context import activate_from_process as _activate
 from flor.runtime.unbound import UNBOUND
 
 __all__ = ["UNBOUND", "SkipBlock", "__version__", "dataframe", "it", "log"]
@@ -15,10 +15,16 @@ __version__ = "0.1.0"
 
 
 def dataframe(*names: str, home: str | None = None):  # type: ignore[no-untyped-def]
-    """Logged values of the experiments ``names`` (all, if none) as a pandas DataFrame."""
-    from flor.frames import dataframe as frame
+    """Logged values of the experiments ``names`` (all, if none) as a pandas DataFrame.
 
-    return frame(*names, home=home)
+    ``home`` is a store's folder or URL (default: ``FLOR_STORE``, ``FLOR_HOME``, ``~/.flor``).
+    """
+    import os
+
+    from flor.runs.dataframe import dataframe as frame
+    from flor.store import StoreSettings
+
+    return frame(*names, url=home, settings=StoreSettings.from_env(os.environ))
 
 
 _activate()

@@ -8,7 +8,7 @@ import pytest
 from conftest import Flor
 
 from flor.errors import FlorError
-from flor.runtime.cluster import segment_from_env
+from flor.replay.segments import segment_from_env
 
 SCRIPT = "finetune_frozen.py"
 

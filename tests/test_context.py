@@ -3,13 +3,9 @@ from __future__ import annotations
 import pytest
 
 from flor.errors import FlorError
-from flor.runtime.context import (
-    Options,
-    options_from_env,
-    options_from_legacy,
-    parse_segment,
-    strip_legacy_flags,
-)
+from flor.replay.activate import legacy_options, strip_legacy_flags
+from flor.runtime.options import parse_segment
+from flor.store import StoreSettings
 
 
 @pytest.mark.parametrize(
@@ -46,29 +42,33 @@ def test_legacy_flags_errors() -> None:
         strip_legacy_flags(["t.py", "--replay_flor"])
 
 
-def test_bare_replay_flor_takes_its_segment_from_a_slurm_array(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_bare_replay_flor_takes_its_segment_from_a_slurm_array() -> None:
     found = {"name": "e", "segment": ""}
-    assert options_from_legacy(found, Options(), "/x/t.py").segment == (1, 1)
-    for key, value in {"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "1",
-                       "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_JOB_ID": "9"}.items():  # fmt: skip
-        monkeypatch.setenv(key, value)
-    opts = options_from_legacy(found, Options(), "/x/t.py")
+    assert legacy_options(found, {}, "/x/t.py").segment == (1, 1)
+    slurm = {"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "1",
+             "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_JOB_ID": "9"}  # fmt: skip
+    opts = legacy_options(found, slurm, "/x/t.py")
     assert (opts.segment, opts.replay_id) == ((2, 3), "slurm-9")
-    explicit = options_from_legacy({"name": "e", "segment": "1/2"}, Options(), "/x/t.py")
+    explicit = legacy_options({"name": "e", "segment": "1/2"}, slurm, "/x/t.py")
     assert explicit.segment == (1, 2)  # an explicit segment wins
 
 
-def test_options() -> None:
-    opts = options_from_legacy({"name": "e", "segment": "2/4"}, Options(), "/x/t.py")
+def test_legacy_options_read_the_documented_variables() -> None:
+    opts = legacy_options({"name": "e", "segment": "2/4"}, {}, "/x/t.py")
     assert (opts.mode, opts.segment, opts.script) == ("replay", (2, 4), "/x/t.py")
-    env = {"FLOR_MODE": "record", "FLOR_NAME": "n", "FLOR_EPSILON": "0.5"}
-    assert options_from_env(env).epsilon == 0.5
-    assert options_from_env({}).mode == "off"
-    with pytest.raises(FlorError):
-        options_from_env({"FLOR_MODE": "record"})
+    env = {"FLOR_EPSILON": "0.5", "FLOR_ITERATIONS": "0-4,10"}
+    opts = legacy_options({"name": "n"}, env, "/x/t.py")
+    assert (opts.mode, opts.epsilon, opts.iterations) == ("record", 0.5, "0-4,10")
     with pytest.raises(FlorError, match="positive"):
-        options_from_env({"FLOR_EPSILON": "-1"})
+        legacy_options({"name": "n"}, {"FLOR_EPSILON": "-1"}, "/x/t.py")
     with pytest.raises(FlorError, match="outside 1..2"):
         parse_segment("3/2")
+
+
+def test_store_settings_read_the_documented_variables() -> None:
+    env = {"FLOR_HOME": "/h", "FLOR_STORE": "s3://b/p", "FLOR_CACHE": "/c",
+           "FLOR_UPLOAD_TIMEOUT": "7"}  # fmt: skip
+    assert StoreSettings.from_env(env) == StoreSettings("/h", "s3://b/p", "/c", 7.0)
+    assert StoreSettings.from_env({"FLOR_HOME": "/h"}).default_url == "/h"
+    with pytest.raises(FlorError, match="FLOR_UPLOAD_TIMEOUT"):
+        StoreSettings.from_env({"FLOR_UPLOAD_TIMEOUT": "soon"})

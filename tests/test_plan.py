@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from flor.errors import FlorError
-from flor.runtime.plan import (
+from flor.replay.plan import (
     DEAD,
     LIVE,
     QUIET,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from s3server import S3Server
 
-from flor.store import LocalStore, Store, open_store
+from flor import runs
+from flor.store import LocalStore, Store, StoreSettings
 
 BACKENDS = ["local", "s3", "s3-cached"]
 
@@ -24,9 +25,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
     server: S3Server = request.getfixturevalue("s3_server")
     for key, value in server.env().items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("FLOR_HOME", str(tmp_path / "home"))
+    settings = StoreSettings(home=str(tmp_path / "home"))
     url = f"{server.bucket('flor-contract')}/{tmp_path.name}"
-    return open_store(url, cached=request.param == "s3-cached")
+    return runs.open_store(url, settings, cached=request.param == "s3-cached")
 
 
 def test_put_get_list_delete(store: Store) -> None:
@@ -81,6 +82,10 @@ def test_write_back_survives_a_new_process(store: Store, tmp_path: Path) -> None
     store.put("run/ckpt/1.pt", b"data")
     store.put("run/journal/1.json", b"{}")
     store.flush()
-    again = open_store(store.url) if store.url.startswith("s3://") else LocalStore(store.url)
+    again = (
+        runs.open_store(store.url, StoreSettings(home=str(tmp_path / "home")))
+        if store.url.startswith("s3://")
+        else LocalStore(store.url)
+    )
     assert list(again.keys("run")) == ["run/ckpt/1.pt", "run/journal/1.json"]
     assert again.get("run/ckpt/1.pt") == b"data"

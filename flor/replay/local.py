@@ -7,15 +7,12 @@ run, and the caller merges those files once all are done.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from flor.store import STORE_ENV
 
 
 @dataclass
@@ -37,13 +34,12 @@ def run_segments(
         int, tuple[subprocess.Popen[bytes], float, tempfile._TemporaryFileWrapper[bytes]]
     ] = {}
     failures: list[SegmentFailure] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_") or k in STORE_ENV}
     while pending or running:
         while pending and len(running) < workers:
             index = pending.pop(0)
             command = [sys.executable, "-m", "flor.cli", *worker_args(index)]
             errors = tempfile.NamedTemporaryFile(prefix="flor-segment-")  # noqa: SIM115 (a pipe could fill up)
-            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=env)
+            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
             running[index] = (proc, time.perf_counter(), errors)
         for index, (proc, started, errors) in list(running.items()):
             if proc.poll() is None:

@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from flor import runs
 from flor.errors import FlorError
 from flor.replay.local import SegmentFailure
-from flor.store import STORE_ENV
+from flor.store import STORE_ENV, StoreSettings
 
 RETRIES = 2
 _SHIPPED_ENV = (*STORE_ENV, "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
@@ -42,7 +43,7 @@ class SegmentFailed(Exception):
         self.stderr = stderr
 
 
-def replay_segment(args: list[str], result_key: str) -> dict[str, Any]:
+def replay_segment(args: list[str], result_key: str, store_url: str) -> dict[str, Any]:
     """The task body, on a worker: replay one segment, return what it printed and logged."""
     proc = subprocess.run(
         [sys.executable, "-m", "flor.cli", *args],
@@ -52,10 +53,8 @@ def replay_segment(args: list[str], result_key: str) -> dict[str, Any]:
     )
     if proc.returncode != 0:
         raise SegmentFailed(proc.returncode, proc.stderr)
-    from flor.runtime import runs
-    from flor.store import open_store
-
-    result: dict[str, Any] = runs.get_json(open_store(), result_key)
+    store = runs.open_store(store_url, StoreSettings.from_env(os.environ))  # this task's edge
+    result: dict[str, Any] = runs.get_json(store, result_key)
     return result
 
 
@@ -67,12 +66,16 @@ def shipped_env(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict
 def run_segments_on_ray(
     worker_args: Callable[[int], list[str]],
     result_key: Callable[[int], str],
+    store_url: str,
+    home: str,
     count: int,
     address: str | None,
     working_dir: str,
     progress: Callable[[str], None],
 ) -> tuple[list[dict[str, Any]], list[SegmentFailure]]:
-    """Run segments 1..count as Ray tasks; return their results and the ones that failed."""
+    """Run segments 1..count as Ray tasks; return their results and the ones that failed.
+
+    ``home`` is the local store: kept from travelling with ``working_dir``."""
     try:
         import ray
     except ImportError:
@@ -82,7 +85,7 @@ def run_segments_on_ray(
     runtime_env = {
         "working_dir": working_dir,
         "env_vars": shipped_env(),
-        "excludes": _EXCLUDES + _stores_inside(working_dir),
+        "excludes": _EXCLUDES + _stores_inside(home, working_dir),
     }
     # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
     address = address or os.environ.get("RAY_ADDRESS") or "local"
@@ -95,7 +98,7 @@ def run_segments_on_ray(
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise FlorError("ray-init", f"cannot start Ray tasks at {address}: {why}") from None
         try:
-            return _run(ray, worker_args, result_key, count, progress)
+            return _run(ray, worker_args, result_key, store_url, count, progress)
         finally:
             ray.shutdown()
 
@@ -104,6 +107,7 @@ def _run(
     ray: Any,
     worker_args: Callable[[int], list[str]],
     result_key: Callable[[int], str],
+    store_url: str,
     count: int,
     progress: Callable[[str], None],
 ) -> tuple[list[dict[str, Any]], list[SegmentFailure]]:
@@ -116,7 +120,9 @@ def _run(
     )
     progress(f"{count} segments as Ray tasks, one per {'GPU' if gpus else 'CPU'}")
     started = time.perf_counter()
-    pending = {task.remote(worker_args(i), result_key(i)): i for i in range(1, count + 1)}
+    pending = {
+        task.remote(worker_args(i), result_key(i), store_url): i for i in range(1, count + 1)
+    }
     results, failures = [], []
     while pending:
         (ref,), _ = ray.wait(list(pending), num_returns=1)
@@ -141,11 +147,9 @@ def _check_reachable(address: str) -> None:
         raise FlorError("ray-unreachable", f"no Ray head answers at {address}: {e}") from None
 
 
-def _stores_inside(folder: str) -> list[str]:
+def _stores_inside(home: str, folder: str) -> list[str]:
     """A local store (or cache) kept inside the script's folder must not travel with it."""
-    from flor.store import default_home
-
-    home = os.path.abspath(default_home())
+    home = os.path.abspath(home)
     inside = os.path.commonpath([home, os.path.abspath(folder)]) == os.path.abspath(folder)
     return (
         ["/" + os.path.relpath(home, folder)] if inside and home != os.path.abspath(folder) else []

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from flor.errors import CorruptCheckpoint
-from flor.runtime.runs import blob_key
+from flor.runs.layout import blob_key
 from flor.store import Store
 
 BLOB_MIN_BYTES = 64 * 1024

@@ -15,6 +15,7 @@ import traceback
 import types
 
 from flor.errors import FlorError
+from flor.runtime.reporter import Reporter
 
 
 def read_script(path: str) -> str:
@@ -42,7 +43,9 @@ def line_map(original: str, rewritten: str) -> dict[int, int]:
     return mapping
 
 
-def run_as_main(path: str, argv: list[str], source: str, original: str | None = None) -> int:
+def run_as_main(
+    path: str, argv: list[str], source: str, original: str | None, reporter: Reporter
+) -> int:
     """Execute ``source`` as the ``__main__`` module of ``path``; return the exit status."""
     path = os.path.abspath(path)
     module = types.ModuleType("__main__")
@@ -56,12 +59,12 @@ def run_as_main(path: str, argv: list[str], source: str, original: str | None = 
         code = compile(source, path, "exec", dont_inherit=True)
         exec(code, module.__dict__)
     except SystemExit as e:
-        return _exit_status(e)
+        return _exit_status(e, reporter)
     except FlorError as e:  # raised by flor inside the script (a corrupt checkpoint): one line
-        print(f"flor: error: {e.message}", file=sys.stderr, flush=True)
+        reporter.error(e.message)
         return e.exit_code
     except BaseException as e:
-        _print_user_traceback(e, path, source, original)
+        reporter.write(_user_traceback(e, path, source, original))
         from flor.runtime.context import report_where
 
         report_where()
@@ -73,16 +76,16 @@ def run_as_main(path: str, argv: list[str], source: str, original: str | None = 
     return 0
 
 
-def _exit_status(e: SystemExit) -> int:
+def _exit_status(e: SystemExit, reporter: Reporter) -> int:
     if e.code is None:
         return 0
     if isinstance(e.code, int):
         return e.code
-    print(e.code, file=sys.stderr)
+    reporter.write(f"{e.code}\n")  # what python prints for sys.exit("message")
     return 1
 
 
-def _print_user_traceback(e: BaseException, path: str, source: str, original: str | None) -> None:
+def _user_traceback(e: BaseException, path: str, source: str, original: str | None) -> str:
     frames = traceback.extract_tb(e.__traceback__)
     while frames and frames[0].filename != path:
         frames.pop(0)  # flor's own frames, before the script's
@@ -95,7 +98,8 @@ def _print_user_traceback(e: BaseException, path: str, source: str, original: st
                 frame._line = lines[frame.lineno - 1] if frame.lineno <= len(lines) else ""  # type: ignore[attr-defined]
                 frame.end_lineno = frame.lineno
                 frame.colno = frame.end_colno = None
-    sys.stderr.write("Traceback (most recent call last):\n")
-    sys.stderr.write("".join(traceback.format_list(frames)))
-    sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
-    sys.stderr.flush()
+    return (
+        "Traceback (most recent call last):\n"
+        + "".join(traceback.format_list(frames))
+        + "".join(traceback.format_exception_only(type(e), e))
+    )

@@ -1,4 +1,10 @@
-"""Record mode: run the script as usual, checkpointing blocks adaptively."""
+"""Record mode: run the script as usual, checkpointing blocks adaptively.
+
+The recorder decides; the pieces do: ``IterationClock`` keeps time,
+``CheckpointPolicy`` spends the budget, ``Checkpointer`` takes a block's
+checkpoint, ``BackgroundWriter`` writes it off the training thread and
+``RunJournal`` commits it.
+"""
 
 from __future__ import annotations
 
@@ -8,52 +14,41 @@ import platform
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
-from flor.runtime import runs
-from flor.runtime.codec import encode
-from flor.runtime.context import Options
-from flor.runtime.output import TaggedStream
+from flor.runs import layout
+from flor.runtime.checkpointer import Checkpointer, Written
+from flor.runtime.clock import IterationClock
+from flor.runtime.journal import RunJournal
+from flor.runtime.options import Options
 from flor.runtime.policy import CheckpointPolicy
-from flor.runtime.scope import cheap_values
-from flor.runtime.session import (
-    Frame,
-    Session,
-    as_iterator,
-    flush_store,
-    numeric_environment,
-    visible_names,
-)
-from flor.runtime.state import Snapshot, Unrestorable, capture, capture_rng, stateful_in_scope
+from flor.runtime.reporter import Reporter
+from flor.runtime.session import Frame, Session, as_iterator, numeric_environment
+from flor.runtime.state import Unrestorable
+from flor.runtime.stdout_capture import TaggedStream
 from flor.runtime.writer import BackgroundWriter
+from flor.store import Store
 
 
 class Recorder(Session):
-    def __init__(self, options: Options) -> None:
-        super().__init__(options)
-        assert options.name
-        self.run_id = runs.new_id()
-        self.prefix = runs.run_prefix(options.name, self.run_id)
+    def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
+        super().__init__(options, store, reporter)
+        self.run_id = layout.new_id()
+        self.prefix = layout.run_prefix(options.name, self.run_id)
         self.policy = CheckpointPolicy(options.epsilon)
-        self.writer = BackgroundWriter(self.policy.charge)
-        self.compute = 0.0  # seconds of training inside flor.it iterations
-        self.checkpoint_bytes = 0  # what the checkpoints hold
-        self.stored_bytes = 0  # what they added to the store, after deduplication
+        self.writer = BackgroundWriter(self.policy.charge, reporter.warn)
+        self.journal = RunJournal(store, self.prefix)
+        self.checkpointer = Checkpointer(store, self.prefix, self.writer)
+        self.clock = IterationClock()
         self.stalls: list[float] = []  # training-thread seconds per checkpointed block
-        self._timings: dict[int, float] = {}  # not yet journaled
-        self._iteration_start = 0.0
-        self._stall = 0.0  # flor's own time inside the open iteration
+        self.written: list[Future[Written]] = []
         self._checkpointing: bool | None = None  # decided at the iteration's first block end
         self._unrestorable = False  # some block's state cannot be saved: never checkpoint
-        self._blocks: dict[int, dict[str, Any]] = {}
-        self._block_seconds: dict[int, float] = {}
-        self._block_start = 0.0
+        self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
         self._closed = False
         self.meta = self._initial_meta()
-        runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
-        self.store.put(f"{self.prefix}/source.py", self._read_source().encode())
-        if options.original is not None:
-            self.store.put(f"{self.prefix}/original.py", options.original.encode())
+        self.journal.start(self.meta, self._read_source(), options.original)
         self.stdout = TaggedStream(sys.stdout, keep=True)  # kept per iteration, shown later
         sys.stdout = self.stdout
         atexit.register(self.close)
@@ -94,7 +89,7 @@ class Recorder(Session):
         self.loops += 1
         if loop == 0:
             self.meta["numerics"] = numeric_environment()
-            runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
+            self.journal.write_meta(self.meta)
         iterator, _ = as_iterator(iterable)
         status = "closed"  # break, or an exception in the loop body, closes the generator
         try:
@@ -111,45 +106,32 @@ class Recorder(Session):
 
     def _begin(self, iteration: int) -> None:
         self.begin_iteration(iteration)
-        self._stall = 0.0
         self._checkpointing = None
+        self._blocks = {}
         self.stdout.bucket = str(iteration)
-        self._iteration_start = time.perf_counter()
+        self.clock.begin_iteration()
 
     def _end(self) -> None:
         g = self.iteration
         assert g is not None
-        elapsed = time.perf_counter() - self._iteration_start
-        self.compute += elapsed - self._stall
-        self._timings[g] = elapsed - self._stall
-        if self._checkpointing and g in self._blocks:
-            entry = {"iteration": g, "blocks": self._blocks[g], **self._take_timings()}
-            entry["stdout"] = self.stdout.take_iterations(g)
-            logs, self.logs = self.logs, []
-            self.writer.submit(g, lambda: self._commit(g, entry, logs), commit=True)
+        self.clock.end_iteration(g)
+        if self._checkpointing and self._blocks:
+            self._submit_commit(g, self._blocks)
         self.end_iteration()
 
-    def _commit(self, g: int, entry: dict[str, Any], logs: list[dict[str, Any]]) -> None:
-        self._write_logs(f"{g:08d}", logs)
-        runs.put_json(self.store, runs.commit_key(self.prefix, g), entry)  # last: makes g visible
-        self.policy.settle(g)
-        del self._blocks[g]
+    def _submit_commit(self, g: int, blocks: dict[str, Future[Written]]) -> None:
+        """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
+        entry: dict[str, Any] = {"iteration": g, **self.clock.take()}
+        entry["stdout"] = self.stdout.take_iterations(g)
+        logs, self.logs = self.logs, []
 
-    def _take_timings(self) -> dict[str, dict[str, float]]:
-        """Seconds per iteration and per iteration's blocks since the last journal entry."""
-        timings, self._timings = self._timings, {}
-        blocks, self._block_seconds = self._block_seconds, {}
-        return {
-            "timings": {str(k): round(v, 6) for k, v in timings.items()},
-            "block_timings": {str(k): round(v, 6) for k, v in blocks.items()},
-        }
+        def commit() -> None:
+            entry["blocks"] = {label: f.result().entry for label, f in blocks.items()}
+            self.journal.commit(g, entry, logs)  # last: makes g visible
+            self.policy.settle(g)
 
-    def _write_logs(self, tag: str, logs: list[dict[str, Any]]) -> None:
-        if logs:
-            import json
-
-            text = "".join(json.dumps(e) + "\n" for e in logs)
-            self.store.put(f"{self.prefix}/logs/{tag}.jsonl", text.encode())
+        self.writer.submit(g, commit, commit=True)
+        self.written.extend(blocks.values())
 
     def _end_loop(self, loop: int, first: int, status: str) -> None:
         entry = {
@@ -157,16 +139,11 @@ class Recorder(Session):
             "first": first,
             "count": self.next_iteration - first,
             "status": status,
-            **self._take_timings(),
+            **self.clock.take(),
             "stdout": self.stdout.take_iterations(self.next_iteration),
         }
         logs, self.logs = self.logs, []
-
-        def write() -> None:
-            self._write_logs(f"loop-{loop:03d}", logs)
-            runs.put_json(self.store, runs.loop_end_key(self.prefix, loop), entry)
-
-        self.writer.submit(-1, write)
+        self.writer.submit(-1, lambda: self.journal.end_loop(loop, entry, logs))
         self.writer.flush()
         self._report()
 
@@ -175,109 +152,76 @@ class Recorder(Session):
         _, occurrence = self.open_block(name)
         if self.iteration is not None:
             self.stdout.bucket = f"{self.iteration}:{name}/{occurrence}"  # replay re-prints it
-        self._block_start = time.perf_counter()
+        self.clock.begin_block()
         return True
 
     def block_end(
         self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
     ) -> tuple[Any, ...]:
-        name, occurrence = self.close_block()
+        block = self.close_block()
         g = self.iteration
         if g is None:
             return (*objs, *named.values())
         self.stdout.bucket = str(g)
         start = time.perf_counter()
-        self._block_seconds[g] = self._block_seconds.get(g, 0.0) + start - self._block_start
+        compute = self.clock.end_block(g)
         if self._checkpointing is None and not self._unrestorable:
-            compute = self.compute + (start - self._iteration_start - self._stall)
             self._checkpointing = self.policy.should_checkpoint(compute)
         if self._checkpointing:
-            self._checkpoint(g, name, occurrence, objs, named, frame)
-        self._stall += time.perf_counter() - start
+            self._checkpoint(g, block, objs, named, frame)
+        self.clock.stalled(time.perf_counter() - start)
         return (*objs, *named.values())
 
     def _checkpoint(
         self,
         g: int,
-        name: str,
-        occurrence: int,
+        block: tuple[str, int],
         objs: tuple[Any, ...],
         named: dict[str, Any],
         frame: Frame,
     ) -> None:
         start = time.perf_counter()
-        snap = Snapshot()
-
-        def each(values: dict[str, Any]) -> dict[str, Any]:
-            out = {}
-            for label, value in values.items():
-                try:
-                    out[label] = capture(value, snap)
-                except Unrestorable as e:
-                    raise Unrestorable(f"`{label}` holds {e}") from None
-            return out
-
         try:
-            tree = {
-                "objs": list(each({f"value {i + 1}": o for i, o in enumerate(objs)}).values()),
-                "named": each(named),
-                "scope": each(stateful_in_scope(visible_names(frame))),
-                "values": each(cheap_values(frame.f_locals)),
-                "rng": capture_rng(),
-            }
-            bound = sorted(k for k in frame.f_locals if not k.startswith("__"))
+            self._blocks[f"{block[0]}/{block[1]}"] = self.checkpointer.take(
+                g, block, objs, named, frame
+            )
         except Unrestorable as e:
             self.warn_once(
-                f"unrestorable:{name}",
-                f"block {name!r} cannot be checkpointed: {e}; replay will re-execute it "
+                f"unrestorable:{block[0]}",
+                f"block {block[0]!r} cannot be checkpointed: {e}; replay will re-execute it "
                 "(every iteration, from the start)",
             )
             self._checkpointing = False
             self._unrestorable = True
-            self._blocks.pop(g, None)
+            self._blocks = {}
             return
-        key = runs.ckpt_key(self.prefix, g, name, occurrence)
-        blocks = self._blocks.setdefault(g, {})
-        size = snap.nbytes
-
-        def write() -> None:
-            enc = encode(tree, self.store)
-            self.store.put(key, enc.data)
-            blocks[f"{name}/{occurrence}"] = {
-                "key": key,
-                "sha256": enc.sha256,
-                "bytes": len(enc.data),
-                "blobs": enc.blobs,
-                "new_blob_bytes": enc.new_blob_bytes,
-                "objs": len(tree["objs"]),
-                "holds": sorted({*tree["named"], *tree["values"]}),
-                "bound": bound,  # a name outside it was unbound: restoring UNBOUND is right
-            }
-            self.checkpoint_bytes += enc.logical
-            self.stored_bytes += enc.stored
-
-        self.writer.submit(g, write, size)
         stall = time.perf_counter() - start
         self.stalls.append(stall)
         self.policy.charge(g, stall)
 
     # -- the end -------------------------------------------------------------------
+    def _bytes(self) -> tuple[int, int]:
+        """What the committed checkpoints hold, and what they added to the store."""
+        ok = [f.result() for f in self.written if _succeeded(f)]
+        return sum(w.logical for w in ok), sum(w.stored for w in ok)
+
     def _report(self) -> None:
-        overhead = self.policy.overhead(self.compute)
+        overhead = self.policy.overhead(self.clock.compute)
+        logical, stored = self._bytes()
         self.meta.update(
             iterations=self.next_iteration,
             checkpoints=self.policy.taken,
-            checkpoint_bytes=self.checkpoint_bytes,
-            stored_bytes=self.stored_bytes,
-            compute_seconds=round(self.compute, 3),
+            checkpoint_bytes=logical,
+            stored_bytes=stored,
+            compute_seconds=round(self.clock.compute, 3),
             overhead=round(overhead, 5),
             stall_seconds=[round(s, 6) for s in self.stalls[-1000:]],
         )
-        sys.stderr.write(
-            f"flor: recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
-            f"{self.policy.taken} checkpoints ({self.checkpoint_bytes / 1e6:.1f} MB, "
-            f"{self.stored_bytes / 1e6:.1f} MB stored), "
-            f"overhead {overhead:.2%} (budget {self.options.epsilon:.2%})\n"
+        self.reporter.say(
+            f"recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
+            f"{self.policy.taken} checkpoints ({logical / 1e6:.1f} MB, "
+            f"{stored / 1e6:.1f} MB stored), "
+            f"overhead {overhead:.2%} (budget {self.options.epsilon:.2%})"
         )
 
     def close(self, exit_status: int | None = None) -> None:
@@ -293,17 +237,18 @@ class Recorder(Session):
             warnings=self.writer.warnings,
         )
         if self.loops == 0 and not exit_status:
-            sys.stderr.write(
-                f"flor: warning: run {self.options.name}/{self.run_id} has no checkpoints: the "
+            self.reporter.warn(
+                f"run {self.options.name}/{self.run_id} has no checkpoints: the "
                 "script never entered a flor.it loop (see the notes above); `flor replay` "
-                "re-runs it whole\n"
+                "re-runs it whole"
             )
         text = self.stdout.text()
-        runs.put_json(
-            self.store, f"{self.prefix}/stdout.json", {k: text.get(k, "") for k in ("pre", "post")}
-        )
-        runs.put_json(self.store, f"{self.prefix}/run.json", self.meta)
-        self.upload_failed = not flush_store(self.store)
+        self.journal.finish(self.meta, {k: text.get(k, "") for k in ("pre", "post")})
+        self.upload_failed = not self.flush_store()
+
+
+def _succeeded(future: Future[Written]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
 
 
 def _git_commit(script: str | None) -> str | None:

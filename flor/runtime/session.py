@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from flor.errors import FlorError
-from flor.runtime.context import Options
-from flor.runtime.values import to_jsonable
-from flor.store import Store, open_store
+from flor.runtime.jsonable import to_jsonable
+from flor.runtime.options import Options
+from flor.runtime.reporter import Reporter
+from flor.store import Store
 
 Frame = types.FrameType  # where SkipBlock.step_into / end was called
 
@@ -42,16 +43,16 @@ def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[
 
 
 class Session:
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
         self.options = options
-        self.store = open_store(options.store)
+        self.store = store
+        self.reporter = reporter
         self.iteration: int | None = None  # global index of the open iteration
         self.next_iteration = 0
         self.loops = 0
         self.logs: list[dict[str, Any]] = []
         self._occurrences: dict[str, int] = {}
         self._open_block: tuple[str, int] | None = None
-        self._warned: set[str] = set()
         self.upload_failed = False  # set by close when a remote store did not get everything
 
     # -- what flor.it / SkipBlock / flor.log call -------------------------------
@@ -70,6 +71,10 @@ class Session:
     def block_end(
         self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
     ) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def close(self, exit_status: int | None = None) -> None:
+        """Flush and store what the session produced (also at exit; once)."""
         raise NotImplementedError
 
     def where(self) -> str | None:
@@ -115,10 +120,17 @@ class Session:
         return block
 
     def warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            sys.stderr.write(f"flor: warning: {message}\n")
-            sys.stderr.flush()
+        self.reporter.warn_once(key, message)
+
+    def flush_store(self) -> bool:
+        """Wait for a remote store's uploads, with progress; False (and one error line
+        saying how to finish) if some never made it."""
+        try:
+            self.store.flush(self.reporter.say)
+        except FlorError as e:
+            self.reporter.error(e.message)
+            return False
+        return True
 
 
 def numeric_environment() -> dict[str, Any]:
@@ -137,14 +149,3 @@ def numeric_environment() -> dict[str, Any]:
     if np is not None:
         env["numpy"] = np.__version__
     return env
-
-
-def flush_store(store: Store) -> bool:
-    """Wait for a remote store's uploads, with progress on stderr; False (and one error
-    line saying how to finish) if some never made it."""
-    try:
-        store.flush(lambda message: print(f"flor: {message}", file=sys.stderr, flush=True))
-    except FlorError as e:
-        print(f"flor: error: {e.message}", file=sys.stderr, flush=True)
-        return False
-    return True

@@ -6,15 +6,17 @@ flight, which bounds memory. One thread, one FIFO queue: data jobs of an
 iteration run before the journal job that commits them (semantic 8). A job
 that fails (disk full) marks its iteration failed; the commit is then dropped
 with a warning, training continues, and replay re-executes that iteration.
+``submit`` returns a future of the job's result: a commit job reads the
+manifests its data jobs returned, instead of a dict they fill.
 """
 
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 DEFAULT_MAX_BYTES = 1 << 30
@@ -23,26 +25,34 @@ Job = Callable[[], Any]
 
 
 class BackgroundWriter:
-    def __init__(self, on_cost: Callable[[int, float], None], max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(
+        self,
+        on_cost: Callable[[int, float], None],
+        warn: Callable[[str], None],
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self._on_cost = on_cost
+        self._warn_user = warn
         self._max_bytes = max_bytes
         self._inflight = 0
         self._cond = threading.Condition()
-        self._queue: queue.Queue[tuple[int, int, Job, bool] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[int, int, Job, bool, Future[Any]] | None] = queue.Queue()
         self._failed: set[int] = set()
         self.warnings: list[str] = []
         self._thread = threading.Thread(target=self._work, name="flor-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, iteration: int, job: Job, nbytes: int = 0, commit: bool = False) -> float:
-        """Queue ``job`` for ``iteration``; return seconds spent waiting for room."""
-        start = time.perf_counter()
+    def submit(
+        self, iteration: int, job: Job, nbytes: int = 0, commit: bool = False
+    ) -> Future[Any]:
+        """Queue ``job`` for ``iteration`` (waiting while too many bytes are in flight)."""
         with self._cond:
             while self._inflight and self._inflight + nbytes > self._max_bytes:
                 self._cond.wait()
             self._inflight += nbytes
-        self._queue.put((iteration, nbytes, job, commit))
-        return time.perf_counter() - start
+        future: Future[Any] = Future()
+        self._queue.put((iteration, nbytes, job, commit, future))
+        return future
 
     def flush(self) -> None:
         """Block until every queued job has run."""
@@ -59,18 +69,22 @@ class BackgroundWriter:
             if item is None:
                 self._queue.task_done()
                 return
-            iteration, nbytes, job, commit = item
+            iteration, nbytes, job, commit, future = item
             cpu = time.thread_time()
             try:
                 if commit and iteration in self._failed:
                     self._warn(
                         f"checkpoint of iteration {iteration} not committed; replay re-executes it"
                     )
+                    future.cancel()
                 elif iteration not in self._failed:
-                    job()
+                    future.set_result(job())
+                else:
+                    future.cancel()
             except Exception as e:  # disk full, permissions: training must go on
                 self._failed.add(iteration)
                 self._warn(f"checkpoint of iteration {iteration} skipped: {e}")
+                future.set_exception(e)
             finally:
                 if iteration >= 0:
                     self._on_cost(iteration, time.thread_time() - cpu)
@@ -81,5 +95,4 @@ class BackgroundWriter:
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)
-        sys.stderr.write(f"flor: warning: {message}\n")
-        sys.stderr.flush()
+        self._warn_user(message)

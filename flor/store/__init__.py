@@ -2,44 +2,78 @@
 
 ``open_store`` picks the backend from a URL. A plain path is the local
 directory store (the default: ``FLOR_HOME`` or ``~/.flor``); ``s3://bucket/prefix``
-is S3 behind a local write-back cache. ``FLOR_STORE`` (or ``flor --store``)
-names the store every command uses.
+is S3 behind a local write-back cache. ``StoreSettings.from_env`` is the one
+reader of the store's variables (``FLOR_HOME``, ``FLOR_STORE``, ``FLOR_CACHE``,
+``FLOR_UPLOAD_TIMEOUT``); the edges (the ``flor`` command, ``import flor``)
+call it and pass the settings down.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-from flor.store.base import Store
+from flor.store.base import KeyKinds, Store
 from flor.store.local import LocalStore
 
-__all__ = ["STORE_ENV", "LocalStore", "Store", "default_home", "default_url", "open_store"]
+__all__ = ["STORE_ENV", "KeyKinds", "LocalStore", "Store", "StoreSettings", "open_store"]
 
-# Where runs live: a process started for a run (a replay worker) inherits these, and only these.
+# Where runs live: what a process started for a run on another machine (a Ray task) needs.
 STORE_ENV = ("FLOR_HOME", "FLOR_STORE", "FLOR_CACHE", "FLOR_UPLOAD_TIMEOUT")
+NO_KINDS = KeyKinds()  # assume nothing of keys: always correct, never fast
+DEFAULT_UPLOAD_TIMEOUT = 600.0  # seconds the end of a run keeps retrying an unreachable server
 
 
-def default_home() -> str:
-    """``FLOR_HOME`` if set, else ``~/.flor``: the local store and the home of caches."""
-    return os.environ.get("FLOR_HOME") or os.path.expanduser("~/.flor")
+@dataclass(frozen=True)
+class StoreSettings:
+    home: str  # the local store, and the home of caches
+    url: str | None = None  # where runs live, when not ``home``
+    cache: str | None = None  # the S3 write-back cache (default: under ``home``)
+    upload_timeout: float = DEFAULT_UPLOAD_TIMEOUT
 
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> StoreSettings:
+        from flor.errors import FlorError
 
-def default_url() -> str:
-    """``FLOR_STORE`` if set, else the local home."""
-    return os.environ.get("FLOR_STORE") or default_home()
+        timeout = environ.get("FLOR_UPLOAD_TIMEOUT") or str(DEFAULT_UPLOAD_TIMEOUT)
+        try:
+            seconds = float(timeout)
+        except ValueError:
+            raise FlorError(
+                "bad-env", f"FLOR_UPLOAD_TIMEOUT={timeout!r} is not a number of seconds"
+            ) from None
+        return cls(
+            home=environ.get("FLOR_HOME") or os.path.expanduser("~/.flor"),
+            url=environ.get("FLOR_STORE") or None,
+            cache=environ.get("FLOR_CACHE") or None,
+            upload_timeout=seconds,
+        )
+
+    @property
+    def default_url(self) -> str:
+        return self.url or self.home
 
 
 def is_s3(url: str) -> bool:
     return url.startswith("s3://")
 
 
-def open_store(url: str | None = None, cached: bool = True) -> Store:
-    """Open the store at ``url`` (default: ``default_url()``).
+def open_store(
+    url: str | None,
+    settings: StoreSettings,
+    cached: bool = True,
+    kinds: KeyKinds = NO_KINDS,
+    warn: Callable[[str], None] | None = None,
+) -> Store:
+    """Open the store at ``url`` (default: the settings' URL, else their home).
 
     An S3 URL opens S3 itself when ``cached`` is false (``flor push``/``pull``),
-    else S3 behind the local write-back cache that recording and replay use.
+    else S3 behind the local write-back cache that recording and replay use;
+    ``kinds`` says which keys that cache may serve and upload ahead of commits,
+    and ``warn`` hears of an unreachable server.
     """
-    url = url or default_url()
+    url = url or settings.default_url
     if not is_s3(url):
         return LocalStore(url)
     from flor.store.s3 import S3Store
@@ -49,10 +83,11 @@ def open_store(url: str | None = None, cached: bool = True) -> Store:
         return remote
     from flor.store.cached import WriteBackStore
 
-    return WriteBackStore(remote, LocalStore(cache_dir(remote.bucket, remote.prefix)))
+    cache = LocalStore(cache_dir(settings, remote.bucket, remote.prefix))
+    return WriteBackStore(remote, cache, kinds, settings.upload_timeout, warn)
 
 
-def cache_dir(bucket: str, prefix: str) -> str:
+def cache_dir(settings: StoreSettings, bucket: str, prefix: str) -> str:
     """``FLOR_CACHE``, else a folder per bucket and prefix under the local home."""
-    root = os.environ.get("FLOR_CACHE") or os.path.join(default_home(), ".cache", "s3")
+    root = settings.cache or os.path.join(settings.home, ".cache", "s3")
     return os.path.join(root, bucket, *[p for p in prefix.split("/") if p])

@@ -10,6 +10,23 @@ from __future__ import annotations
 import abc
 import hashlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+
+def _never(key: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class KeyKinds:
+    """What a cache may assume of a key; the store's user knows its keys (``runs.layout``).
+
+    The default assumes nothing: every read goes to the source and every put uploads in order.
+    """
+
+    immutable: Callable[[str], bool] = _never  # written once: a cache may serve it
+    data: Callable[[str], bool] = _never  # pointed at by a later commit: may upload ahead
+    content_addressed: Callable[[str], bool] = _never  # its key ends with its SHA-256
 
 
 class Store(abc.ABC):

@@ -17,37 +17,33 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from flor.errors import FlorError, StoreUnreachable
-from flor.store.base import Store
+from flor.store.base import KeyKinds, Store
 from flor.store.local import LocalStore
 from flor.store.s3 import S3Store
 
-DEFAULT_UPLOAD_TIMEOUT = 600.0  # seconds flush keeps retrying an unreachable server
-
-
-def immutable(key: str) -> bool:
-    """Keys written once and never changed: safe to serve from the cache."""
-    return (
-        key.startswith(".blobs/") or "/ckpt/" in key or key.endswith(("/source.py", "/original.py"))
-    )
-
-
-def is_data(key: str) -> bool:
-    """Keys a commit points at; they may upload in parallel, ahead of any commit."""
-    return key.startswith(".blobs/") or "/ckpt/" in key
+Warn = Callable[[str], None]
 
 
 class WriteBackStore(Store):
-    def __init__(self, remote: S3Store, cache: LocalStore) -> None:
+    def __init__(
+        self,
+        remote: S3Store,
+        cache: LocalStore,
+        kinds: KeyKinds,
+        upload_timeout: float,
+        warn: Warn | None = None,
+    ) -> None:
         self.remote = remote
         self.cache = cache
+        self.kinds = kinds
+        self.upload_timeout = upload_timeout
+        self.warn = warn
         self.url = remote.url
         self._uploader: Uploader | None = None
         self._lock = threading.Lock()
@@ -64,18 +60,20 @@ class WriteBackStore(Store):
     def get(self, key: str) -> bytes:
         if self._pending(key):
             return self.cache.get(key)
-        if not immutable(key):
+        if not self.kinds.immutable(key):
             return self.remote.get(key)
         try:
             return self.cache.get(key)
         except KeyError:
             data = self.remote.get(key)  # lazily, only what replay asks for
-            if not key.startswith(".blobs/") or key.endswith(hashlib.sha256(data).hexdigest()):
+            if not self.kinds.content_addressed(key) or key.endswith(
+                hashlib.sha256(data).hexdigest()
+            ):
                 self.cache.put(key, data)  # a corrupt blob is not kept: the reader reports it
             return data
 
     def exists(self, key: str) -> bool:
-        if self._pending(key) or (immutable(key) and self.cache.exists(key)):
+        if self._pending(key) or (self.kinds.immutable(key) and self.cache.exists(key)):
             return True
         return self.remote.exists(key)
 
@@ -104,8 +102,7 @@ class WriteBackStore(Store):
 
     def flush(self, progress: Callable[[str], None] | None = None) -> None:
         if self._uploader is not None:
-            timeout = float(os.environ.get("FLOR_UPLOAD_TIMEOUT", DEFAULT_UPLOAD_TIMEOUT))
-            self._uploader.flush(progress, timeout)
+            self._uploader.flush(progress, self.upload_timeout)
 
     def _pending_under(self, prefix: str) -> set[str]:
         folder = prefix.rstrip("/") + "/" if prefix else ""
@@ -118,16 +115,25 @@ class WriteBackStore(Store):
     def _upload(self, key: str, blob: bool) -> None:
         with self._lock:
             if self._uploader is None:
-                self._uploader = Uploader(self.remote, self.cache)
+                self._uploader = Uploader(self.remote, self.cache, self.kinds.data, self.warn)
         self._uploader.submit(key, blob)
 
 
 class Uploader:
     """One dispatcher thread in put order; data uploads fan out to a small pool."""
 
-    def __init__(self, remote: S3Store, cache: LocalStore, workers: int = 8) -> None:
+    def __init__(
+        self,
+        remote: S3Store,
+        cache: LocalStore,
+        is_data: Callable[[str], bool],
+        warn: Warn | None,
+        workers: int = 8,
+    ) -> None:
         self.remote = remote
         self.cache = cache
+        self.is_data = is_data
+        self.warn = warn
         self._queue: list[tuple[str, bool]] = []
         self._cond = threading.Condition()
         self._pending: dict[str, int] = {}  # submitted, not yet uploaded: key -> times
@@ -195,7 +201,7 @@ class Uploader:
                 while not self._queue:
                     self._cond.wait()
                 key, blob = self._queue.pop(0)
-            if is_data(key):
+            if self.is_data(key):
                 future = self._pool.submit(self._upload, key, blob)
                 future.add_done_callback(functools.partial(self._settled, key))
                 inflight.append(future)
@@ -248,11 +254,8 @@ class Uploader:
             except StoreUnreachable as e:
                 if self._deadline is not None and time.monotonic() > self._deadline:
                     raise
-                if not self._warned:
+                if not self._warned and self.warn is not None:
                     self._warned = True
-                    sys.stderr.write(
-                        f"flor: warning: {e}; uploads will retry (the data is safe in "
-                        f"{self.cache.root})\n"
-                    )
+                    self.warn(f"{e}; uploads will retry (the data is safe in {self.cache.root})")
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)

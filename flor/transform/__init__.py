@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from flor.transform.blocks import BlockChanges, EndCall, compare, fingerprints
+from flor.transform.fingerprints import BlockChanges, EndCall, compare, fingerprints
 from flor.transform.instrument import instrument
 from flor.transform.report import Instrumented
 

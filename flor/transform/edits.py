@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from flor.transform.blocks import end_names
+from flor.transform.fingerprints import end_names
 from flor.transform.report import Note
 
 _TRAINING = [

@@ -19,7 +19,7 @@ import libcst as cst
 from libcst.metadata import FunctionScope, GlobalScope, Scope
 
 from flor.transform.loops import Loop, Refused
-from flor.transform.program import FunctionNode, Nodes, Program, node_of, root_name, walk
+from flor.transform.program import FunctionNode, Nodes, Program, node_of, root_name
 
 _PURE_BUILTINS = set(dir(builtins)) - {"next", "setattr", "delattr", "exec"}
 UNBOUND = "flor.UNBOUND"
@@ -44,7 +44,7 @@ def infer_state(p: Program, loop: Loop, block: Nodes) -> list[StateItem]:
     body = list(loop.body.body)
     outer = [s for s in body if all(s is not b for b in block)]
     loop_targets = (
-        {n.value for n in walk(loop.target) if isinstance(n, cst.Name)}
+        {n.value for n in p.walk(loop.target) if isinstance(n, cst.Name)}
         if isinstance(loop, cst.For)
         else set()
     )
@@ -79,7 +79,7 @@ def feeds_block(p: Program, stmt: cst.BaseStatement, block: Nodes) -> bool:
     if not mutated:
         return False
     regions = [*block, *(fn.body for s in block for fn in p.reachable_functions(s))]
-    read = {n.value for region in regions for n in walk(region) if isinstance(n, cst.Name)}
+    read = {n.value for region in regions for n in p.walk(region) if isinstance(n, cst.Name)}
     return bool(mutated & read)
 
 
@@ -190,7 +190,7 @@ def _in_sink_call(p: Program, node: cst.CSTNode) -> bool:
 def _mutation_roots(p: Program, nodes: Nodes) -> list[cst.Name]:
     roots: list[cst.Name] = []
     for top in nodes:
-        for node in walk(top):
+        for node in p.walk(top):
             if isinstance(node, cst.Call):
                 func = node.func
                 if _in_sink_call(p, node):
@@ -327,7 +327,7 @@ def _trainable_reads(p: Program, block: Nodes) -> list[str]:
     """Names the block reads that are bound to trainable tensors (``nn.Parameter(...)``,
     ``requires_grad=True``): an optimizer updates them in place without naming them."""
     out = []
-    for node in (n for s in block for n in walk(s)):
+    for node in (n for s in block for n in p.walk(s)):
         if not isinstance(node, cst.Name) or node.value in out:
             continue
         scope = p.scope(node)
@@ -402,7 +402,7 @@ def _live(p: Program, scope: Scope, name: str, block: Nodes) -> bool:
     if len(inside) < len(assignments):
         return any(a.references for a in assignments)  # also bound outside: carried across
     first_write = min((node_of(a) for a in inside), key=lambda n: p.index.position[id(n)])
-    for node in (n for s in block for n in walk(s)):
+    for node in (n for s in block for n in p.walk(s)):
         if (
             isinstance(node, cst.AugAssign)
             and isinstance(node.target, cst.Name)
@@ -419,7 +419,7 @@ def _callee_globals(p: Program, block: Nodes) -> list[str]:
     """Module globals that functions called by the block rebind (``global``) or mutate."""
     out: list[str] = []
     for fn in (f for s in block for f in p.reachable_functions(s)):
-        for node in walk(fn.body):
+        for node in p.walk(fn.body):
             if isinstance(node, cst.Global):
                 out.extend(n.name.value for n in node.names if n.name.value not in out)
         for root in _mutation_roots(p, [fn.body]):
@@ -470,7 +470,7 @@ def _declared_globals(p: Program, scope: Scope) -> set[str]:
     node = getattr(scope, "node", None)
     if node is None:
         return set()
-    return {n.name.value for g in walk(node) if isinstance(g, cst.Global) for n in g.names}
+    return {n.name.value for g in p.walk(node) if isinstance(g, cst.Global) for n in g.names}
 
 
 def _bound_before(p: Program, scope: Scope, loop: Loop, name: str) -> bool:
@@ -496,7 +496,7 @@ def _bound_before(p: Program, scope: Scope, loop: Loop, name: str) -> bool:
 
 def _refuse_iterators(p: Program, scope: Scope, names: list[str]) -> None:
     """Generators and live iterators cannot be checkpointed (PATTERNS.md 17)."""
-    generators = {name for name, fns in p.functions.items() if any(_yields(f) for f in fns)}
+    generators = {name for name, fns in p.functions.items() if any(_yields(p, f) for f in fns)}
     for name in names:
         for a in scope[name]:
             if type(a).__name__ != "Assignment":
@@ -518,5 +518,5 @@ def _refuse_iterators(p: Program, scope: Scope, names: list[str]) -> None:
                 )
 
 
-def _yields(fn: FunctionNode) -> bool:
-    return any(isinstance(n, cst.Yield) for n in walk(fn.body))
+def _yields(p: Program, fn: FunctionNode) -> bool:
+    return any(isinstance(n, cst.Yield) for n in p.walk(fn.body))

@@ -16,7 +16,7 @@ from flor.transform.loops import (
     opted_out,
     refuse_multiprocessing,
 )
-from flor.transform.program import Program, walk
+from flor.transform.program import Program
 from flor.transform.report import BlockDecision, Instrumented, LoopDecision, Note
 from flor.transform.rewrite import LOOP_VARIABLE, FlorRewriter, LoopRewrite
 
@@ -55,7 +55,7 @@ def instrument(source: str, filename: str = "<script>") -> Instrumented:
             continue
         try:
             if isinstance(loop, cst.While) and any(
-                isinstance(n, cst.NamedExpr) for n in walk(loop.test)
+                isinstance(n, cst.NamedExpr) for n in p.walk(loop.test)
             ):
                 raise Refused("the while condition assigns with `:=`")
             choice = choose_block(p, loop, feeds_block)

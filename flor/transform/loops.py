@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from flor.transform.program import FunctionNode, Nodes, Program, dotted, node_of, walk
+from flor.transform.program import FunctionNode, Nodes, Program, dotted, node_of
 from flor.transform.report import Note
 
 Loop = cst.For | cst.While
@@ -131,7 +131,7 @@ def _feeds_only(
     if any(isinstance(c.func, cst.Name) and c.func.value == "print" for c in p.calls(stmt)):
         return False
     block = stmts[start:stop]
-    targets = [n for n in walk(stmt) if isinstance(n, cst.Name) and _is_target(p, n, stmt)]
+    targets = [n for n in p.walk(stmt) if isinstance(n, cst.Name) and _is_target(p, n, stmt)]
     if not targets:
         return False
     scope = p.statement_scope(stmt)
@@ -164,7 +164,7 @@ def _is_target(p: Program, name: cst.Name, stmt: cst.SimpleStatementLine) -> boo
 
 def _check_escapes(p: Program, block: Nodes, loop: Loop) -> None:
     for stmt in block:
-        for node in walk(stmt):
+        for node in p.walk(stmt):
             if isinstance(node, (cst.Return, cst.Yield)) and _same_function(p, node, stmt):
                 raise Refused(
                     f"line {p.line(node)}: `{p.code(node).strip()}` leaves the block early"
@@ -196,7 +196,7 @@ def _target_loop(p: Program, node: cst.CSTNode) -> cst.CSTNode | None:
 
 def refuse_multiprocessing(p: Program) -> Note | None:
     """Hogwild/A3C-style shared models and ``mp.spawn`` cannot be replayed faithfully."""
-    for call in (n for n in walk(p.module) if isinstance(n, cst.Call)):
+    for call in (n for n in p.walk(p.module) if isinstance(n, cst.Call)):
         name = dotted(call.func)
         if name.endswith(
             ("share_memory", ".spawn", "mp.Process", "multiprocessing.Process")

@@ -52,14 +52,8 @@ class _Index(cst.CSTVisitor):
         self.end[id(original_node)] = len(self.order)
 
 
-_current: _Index | None = None
-
-
 def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Every node below ``node`` (itself included), in source order."""
-    index = _current
-    if index is not None and id(node) in index.position:
-        return index.order[index.position[id(node)] : index.end[id(node)]]
     out: list[cst.CSTNode] = []
     stack = [node]
     while stack:
@@ -94,7 +88,6 @@ def root_name(expr: cst.BaseExpression) -> cst.Name | None:
 
 class Program:
     def __init__(self, module: cst.Module) -> None:
-        global _current
         self.module = module
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         metadata = wrapper.resolve_many([ScopeProvider, PositionProvider])
@@ -102,12 +95,18 @@ class Program:
         self.positions: Any = metadata[PositionProvider]
         self.index = _Index()
         module.visit(self.index)
-        _current = self.index
         self.functions: dict[str, list[FunctionNode]] = {}
-        for node in walk(module):
+        for node in self.walk(module):
             if isinstance(node, cst.FunctionDef):
                 self.functions.setdefault(node.name.value, []).append(node)
         self.memo: dict[object, object] = {}  # analyses cache per node
+
+    def walk(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """Every node below ``node`` (itself included), in source order, from the index."""
+        index = self.index
+        if id(node) in index.position:
+            return index.order[index.position[id(node)] : index.end[id(node)]]
+        return walk(node)
 
     # -- positions and names ------------------------------------------------------------
     def line(self, node: cst.CSTNode) -> int:
@@ -182,12 +181,12 @@ class Program:
         if key not in self.memo:
             nested = [
                 n
-                for n in walk(node)
+                for n in self.walk(node)
                 if n is not node and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
             ]
             self.memo[key] = [
                 n
-                for n in walk(node)
+                for n in self.walk(node)
                 if isinstance(n, cst.Call) and not any(self.inside(n, d) for d in nested)
             ]
         return self.memo[key]  # type: ignore[return-value]

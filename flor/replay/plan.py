@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from flor.errors import FlorError
 
 if TYPE_CHECKING:
-    from flor.runtime.runs import RecordedRun
+    from flor.runs import RecordedRun
     from flor.transform import EndCall
 
 DEAD, QUIET, LIVE = "dead", "quiet", "live"

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flor.runtime import runs
-from flor.runtime.runs import blob_key
+from flor import runs
+from flor.runs import layout
 from flor.store import Store
 
 
@@ -62,7 +62,7 @@ def collect(
             if not chosen(run):
                 kept.update(blobs)
                 continue
-            sizes = store.sizes(f"{run.prefix}/ckpt" if checkpoints_only else run.prefix)
+            sizes = store.sizes(layout.ckpt_folder(run.prefix) if checkpoints_only else run.prefix)
             if sizes:
                 found.keys[run.prefix] = sorted(sizes)
                 found.nbytes += sum(sizes.values())
@@ -75,14 +75,14 @@ def collect(
 def delete(store: Store, found: Collection, checkpoints_only: bool) -> None:
     if checkpoints_only:  # journal entries keep timings and output, but point at no data
         for prefix in found.keys:
-            for key in store.keys(f"{prefix}/journal"):
-                if not key.rsplit("/", 1)[-1].startswith("loop-"):
-                    entry = runs.get_json(store, key)
+            for key in store.keys(layout.journal_folder(prefix)):
+                if not layout.is_loop_end(key):
+                    entry = layout.get_json(store, key)
                     entry["blocks"] = {}  # replay re-executes these iterations
-                    runs.put_json(store, key, entry)
+                    layout.put_json(store, key, entry)
         store.flush()  # no entry may point at data once it is gone (on S3: uploaded first)
     for keys in found.keys.values():
         for key in keys:
             store.delete(key)
     for sha in found.blobs:  # last: a blob goes only once nothing points at it
-        store.delete(blob_key(sha))
+        store.delete(layout.blob_key(sha))

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from flor import runs
 from flor.errors import CorruptCheckpoint, FlorError
-from flor.runtime import runs
+from flor.runs import layout
 from flor.store import Store
 
 
@@ -29,11 +30,14 @@ class Copied:
 def run_keys(store: Store, run: runs.RecordedRun) -> list[str]:
     """Every key of ``run`` in the order a copy must write them."""
     keys = list(store.keys(run.prefix))
-    commits = [k for k in keys if "/journal/" in k]
-    meta = f"{run.prefix}/run.json"
+    meta = layout.meta_key(run.prefix)
+    commits = [k for k in keys if layout.is_journal(k)]
     data = [k for k in keys if k not in commits and k != meta]
     return (
-        [runs.blob_key(sha) for sha in sorted(runs.referenced_blobs(run))] + data + commits + [meta]
+        [layout.blob_key(sha) for sha in sorted(runs.referenced_blobs(run))]
+        + data
+        + commits
+        + [meta]
     )
 
 
@@ -42,17 +46,14 @@ def copy_run(
 ) -> Copied:
     """Copy ``run`` from ``src`` to ``dst``; raise if any object does not verify afterwards."""
     keys = run_keys(src, run)
-    commits = [k for k in keys if "/journal/" in k or k.endswith("/run.json")]
+    commits = [k for k in keys if layout.is_journal(k) or k == layout.meta_key(run.prefix)]
     data = keys[: len(keys) - len(commits)]
     done = Copied()
     count = threading.Lock()  # copies run on a pool
 
     def copy(key: str) -> None:
         payload = src.get(key)
-        if (
-            key.startswith(".blobs/")
-            and hashlib.sha256(payload).hexdigest() != key.rsplit("/", 1)[1]
-        ):
+        if layout.is_blob(key) and hashlib.sha256(payload).hexdigest() != key.rsplit("/", 1)[1]:
             raise CorruptCheckpoint(key, "the source copy fails its checksum; not copied")
         if dst.holds(key, payload):
             with count:

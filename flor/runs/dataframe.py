@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from flor.errors import FlorError
+from flor.store import StoreSettings
 
 
-def dataframe(*names: str, home: str | None = None) -> Any:
+def dataframe(*names: str, url: str | None, settings: StoreSettings) -> Any:
     """Every ``flor.log`` value of the experiments ``names`` (all, if none), one row each.
 
     Columns: experiment, run_id, source ("record" or "replay ID"), iteration,
@@ -17,10 +18,10 @@ def dataframe(*names: str, home: str | None = None) -> Any:
         import pandas as pd
     except ImportError:
         raise FlorError("no-pandas", "flor.dataframe needs pandas: pip install pandas") from None
-    from flor.runtime import query, runs
-    from flor.store import open_store
+    from flor import runs
+    from flor.runs import query
 
-    store = open_store(home)
+    store = runs.open_store(url, settings)
     rows = []
     for experiment in names or runs.list_experiments(store):
         for run_id in runs.list_runs(store, experiment):

@@ -9,13 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flor import runs
 from flor.errors import CorruptCheckpoint, FlorError
-from flor.runtime import runs
-from flor.runtime.context import Options
-from flor.runtime.execfile import read_script
-from flor.runtime.loader import CheckpointLoader
-from flor.runtime.output import TaggedStream
-from flor.runtime.plan import (
+from flor.replay.loader import CheckpointLoader
+from flor.replay.plan import (
     DEAD,
     QUIET,
     Plan,
@@ -26,19 +23,18 @@ from flor.runtime.plan import (
     segment_bounds,
     usable_checkpoints,
 )
+from flor.replay.tally import ReplayTally
+from flor.replay.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
+from flor.runs import layout
+from flor.runtime.execfile import read_script
+from flor.runtime.options import Options
+from flor.runtime.reporter import Reporter
 from flor.runtime.scope import bind, same, unbound
-from flor.runtime.session import (
-    Frame,
-    Session,
-    as_iterator,
-    flush_store,
-    numeric_environment,
-    visible_names,
-)
+from flor.runtime.session import Frame, Session, as_iterator, numeric_environment, visible_names
 from flor.runtime.state import CannotRestore, restore, restore_rng, stateful_in_scope
-from flor.runtime.tally import ReplayTally
+from flor.runtime.stdout_capture import TaggedStream
 from flor.runtime.unbound import UNBOUND
-from flor.runtime.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
+from flor.store import Store
 from flor.transform import EndCall, compare
 
 
@@ -97,9 +93,8 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
 
 
 class Replayer(Session):
-    def __init__(self, options: Options) -> None:
-        super().__init__(options)
-        assert options.name
+    def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
+        super().__init__(options, store, reporter)
         self.run = runs.load_run(self.store, options.name, options.run_id)
         self.script = options.script or self.run.meta.get("script") or ""
         self.source = options.source if options.source is not None else read_script(self.script)
@@ -331,14 +326,13 @@ class Replayer(Session):
         return f"replaying iteration {self.iteration}, after block {name!r} was {how}"
 
     # -- the end -------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, exit_status: int | None = None) -> None:
         """Store what this segment printed and logged, beside (never over) the record."""
         if self._closed:
             return
         self._closed = True
         self.loader.close()
         index, count = self.options.segment
-        prefix = f"{self.run.prefix}/replays/{self.replay_id}"
         result = {
             "run_id": self.run.run_id,
             "segment": [index, count],
@@ -348,13 +342,16 @@ class Replayer(Session):
             "logs": self.logs,
             "finished": time.time(),
         }
-        runs.put_json(self.store, f"{prefix}/segment-{index}-of-{count}.json", result)
-        self.store.put(f"{prefix}/source.py", self.source.encode())
+        key = layout.segment_key(self.run.prefix, self.replay_id, index, count)
+        layout.put_json(self.store, key, result)
+        self.store.put(
+            layout.replay_source_key(self.run.prefix, self.replay_id), self.source.encode()
+        )
         sys.stdout.flush()
         if self.tally.iterations:
             self.stderr.quiet = False
-            self.stderr.write(f"flor: {self.tally.summary()}\n")
-        self.upload_failed = not flush_store(self.store)
+            self.reporter.say(self.tally.summary())
+        self.upload_failed = not self.flush_store()
 
 
 def _label(names: tuple[str | None, ...], i: int) -> str:

@@ -1,0 +1,138 @@
+"""Starting a run: the session a process asked for, built and installed once.
+
+The ``flor`` command calls ``start`` with what it parsed. ``import flor`` calls
+``activate_from_process``, which reads what a hand-annotated script was given:
+the legacy flags ``--flor NAME`` and ``--replay_flor [I/N]`` (removed from
+``sys.argv`` before the script's own parser runs), ``FLOR_EPSILON`` and
+``FLOR_ITERATIONS``, and the store's variables. Without the flags flor is off.
+
+It builds a record session or a replay session, so it sits on the replay floor,
+the lowest that sees both; the runtime only holds what it installs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from flor.errors import FlorError
+from flor.runtime import context
+from flor.runtime.options import Options, check_name, parse_epsilon, parse_segment
+
+if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
+    from flor.runtime.reporter import Reporter
+    from flor.runtime.session import Session
+    from flor.store import Store
+
+
+def start(options: Options, store: Store, reporter: Reporter) -> Session:
+    """Build the session ``options`` ask for, install it, and make FlorErrors one line."""
+    sys.excepthook = _one_line_errors(sys.excepthook, reporter)
+    if options.mode == "record":
+        from flor.runtime.recorder import Recorder
+
+        return context.install(Recorder(options, store, reporter))
+    from flor.replay.session import Replayer
+
+    return context.install(Replayer(options, store, reporter))
+
+
+def _one_line_errors(previous: Any, reporter: Reporter) -> Any:
+    """A FlorError raised inside the user's script (a corrupt checkpoint) is a
+    one-line message, not a traceback; the user's own exceptions are untouched."""
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if isinstance(value, FlorError):
+            reporter.error(value.message)
+        else:
+            previous(kind, value, tb)
+            context.report_where()
+
+    return hook
+
+
+def strip_legacy_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Remove ``--flor NAME`` and ``--replay_flor [I/N]`` from ``argv``.
+
+    ``--flor`` takes exactly one value and ``--replay_flor`` at most one, and only
+    when it looks like ``I/N``, so the script's own positional arguments after
+    them stay where they were (``train.py --flor exp 8`` leaves ``8``).
+    """
+    kept: list[str] = [argv[0]] if argv else []
+    found: dict[str, str] = {}
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--flor" or arg.startswith("--flor="):
+            if "=" in arg:
+                found["name"] = arg.split("=", 1)[1]
+            elif i + 1 < len(argv):
+                found["name"] = argv[i + 1]
+                i += 1
+            else:
+                raise FlorError("no-name", "--flor needs a run name: --flor NAME")
+        elif arg == "--replay_flor" or arg.startswith("--replay_flor="):
+            if "=" in arg:
+                found["segment"] = arg.split("=", 1)[1]
+            elif i + 1 < len(argv) and "/" in argv[i + 1] and not argv[i + 1].startswith("-"):
+                found["segment"] = argv[i + 1]
+                i += 1
+            else:
+                found["segment"] = ""  # the whole run, or what a Slurm array/torchrun assigns
+        else:
+            kept.append(arg)
+        i += 1
+    if "segment" in found and "name" not in found:
+        raise FlorError("no-name", "--replay_flor needs --flor NAME to say which run")
+    return kept, found
+
+
+def legacy_options(found: dict[str, str], environ: Mapping[str, str], script: str) -> Options:
+    """The options the legacy flags ``found`` (and ``FLOR_EPSILON``/``FLOR_ITERATIONS``) give."""
+    segment, replay_id = found.get("segment") or "1/1", None
+    if found.get("segment") == "":
+        from flor.replay.segments import segment_from_env
+
+        assigned = segment_from_env(environ)
+        if assigned is not None:
+            segment, replay_id = assigned.segment, assigned.replay_id
+    return Options(
+        mode="replay" if "segment" in found else "record",
+        name=check_name(found["name"]),
+        segment=parse_segment(segment),
+        iterations=environ.get("FLOR_ITERATIONS") or None,
+        epsilon=parse_epsilon(environ.get("FLOR_EPSILON")),
+        script=script,
+        replay_id=replay_id,
+    )
+
+
+def activate_from_process() -> None:
+    """Called once by ``import flor``: start a run if the legacy flags ask for one.
+
+    Processes the script starts (DataLoader workers) never start runs of their
+    own. Errors are user mistakes: one line on stderr and exit status 2.
+    """
+    if multiprocessing.parent_process() is not None or context.current() is not None:
+        return
+    from flor.runtime.reporter import Reporter
+
+    reporter = Reporter()
+    try:
+        argv, found = strip_legacy_flags(sys.argv)
+        if not found:
+            return
+        from flor import runs
+        from flor.store import StoreSettings
+
+        sys.argv[:] = argv
+        script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+        options = legacy_options(found, os.environ, script)
+        settings = StoreSettings.from_env(os.environ)
+        start(options, runs.open_store(None, settings, warn=reporter.warn), reporter)
+    except FlorError as e:
+        reporter.error(e.message)
+        raise SystemExit(e.exit_code) from None

@@ -1,0 +1,256 @@
+"""What ``flor run`` and ``flor replay`` do, from a script or a run's name to a session.
+
+``record_here`` records a script, ``instrumented_source`` rewritten. For a
+replay, ``prepare`` checks the request and builds the replay's options (the script as
+it is now, rewritten the way the record was); then ``replay_here`` runs it in
+this process, ``replay_in_parallel`` fans its segments out to local workers or
+Ray tasks and merges what they printed, and ``estimate`` says what it would do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from flor import runs
+from flor.errors import FlorError
+from flor.replay.activate import start
+from flor.replay.local import SegmentFailure
+from flor.replay.merge import merged_output
+from flor.replay.plan import DEAD, check_segments
+from flor.replay.segments import segment_from_env
+from flor.runs import layout
+from flor.runs.query import ranges
+from flor.runtime.execfile import read_script, run_as_main
+from flor.runtime.options import Options, check_name, parse_segment
+from flor.runtime.reporter import Reporter
+from flor.store import Store, StoreSettings
+from flor.transform import instrument
+from flor.transform.edits import training_edits
+
+
+def instrumented_source(script: str, original: str, reporter: Reporter) -> str:
+    """The script as ``flor run`` runs it; unchanged, with the reasons, where flor cannot
+    rewrite it (python then reports a real syntax error itself, exactly as it would)."""
+    result = instrument(original, script)
+    if result.error:
+        reporter.warn(f"{script}:{result.error}; running it unmodified")
+        return original
+    for line in result.report().splitlines():
+        reporter.say(line)
+    return result.source
+
+
+def record_here(options: Options, store: Store, reporter: Reporter) -> int:
+    """Record ``options.script`` in this process; the exit status (the script's, or 2 if
+    uploads failed)."""
+    session = start(options, store, reporter)
+    argv = list(options.argv or ())[1:]
+    status = run_as_main(
+        options.script or "", argv, options.source or "", options.original, reporter
+    )
+    session.close(status)
+    return status or (2 if session.upload_failed else 0)
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What the user asked ``flor replay`` for."""
+
+    name: str
+    run_id: str | None = None
+    segment: str | None = None
+    workers: int | None = None
+    backend: str = "local"
+    address: str | None = None
+    iterations: str | None = None
+    verify: int = 0
+    replay_id: str | None = None
+    script: str | None = None
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    run: runs.RecordedRun
+    options: Options
+    script: str
+    argv: list[str]
+    workers: int | None
+    ray_address: str | None  # None: local workers; "": Ray's default
+
+
+def prepare(
+    request: ReplayRequest, store: Store, reporter: Reporter, environ: Mapping[str, str]
+) -> Prepared:
+    """Check ``request`` and build the replay's options; one-line errors for mistakes.
+
+    Inside a Slurm array job (or under torchrun) the segment comes from
+    ``environ`` unless the request names one.
+    """
+    _check_request(request)
+    run = runs.load_run(store, check_name(request.name), request.run_id)
+    recorded_script = run.meta.get("script") or ""
+    script = request.script or recorded_script
+    argv = (
+        list(request.args)
+        if request.args or script != recorded_script
+        else run.meta.get("argv", [])[1:]
+    )
+    segment, replay_id = request.segment, request.replay_id
+    if not request.workers and not segment:
+        assigned = segment_from_env(environ)
+        if assigned is not None:
+            segment, replay_id = assigned.segment, replay_id or assigned.replay_id
+            reporter.say(f"replaying segment {segment} (from {assigned.source})")
+    original = read_script(script)
+    source = (
+        instrumented_source(script, original, reporter)
+        if run.meta.get("instrumented")
+        else original
+    )
+    _warn_training_edits(store, run, original, source, script, reporter)
+    options = Options(
+        mode="replay",
+        name=run.name,
+        run_id=run.run_id,
+        segment=parse_segment(segment or f"1/{request.workers or 1}"),
+        iterations=request.iterations,
+        script=os.path.abspath(script),
+        source=source,
+        original=original,
+        replay_id=replay_id or layout.new_id(),
+        verify=request.verify,
+    )
+    check_segments(run, options.segment[1])
+    ray = (request.address or "") if request.backend == "ray" else None
+    return Prepared(run, options, script, list(argv), request.workers, ray)
+
+
+def _check_request(request: ReplayRequest) -> None:
+    if request.script is not None and request.script.startswith("-"):
+        raise FlorError(
+            "bad-option", f"unknown option {request.script}; the script goes before its arguments"
+        )
+    if request.workers and request.segment:
+        raise FlorError("bad-option", "--workers runs every segment; --segment runs one: pick one")
+    if request.address and request.backend != "ray":
+        raise FlorError("bad-option", "--address names a Ray cluster: add --backend ray")
+    if request.backend == "ray" and not request.workers:
+        raise FlorError("bad-option", "--backend ray runs the segments of --workers K: say K")
+
+
+def _warn_training_edits(
+    store: Store,
+    run: runs.RecordedRun,
+    original: str,
+    source: str,
+    script: str,
+    reporter: Reporter,
+) -> None:
+    try:
+        recorded = runs.recorded_original(store, run)
+    except KeyError:
+        return
+    for note in training_edits(recorded, original, source, script):
+        reporter.warn(f"{script}:{note.line}: {note.message}")
+
+
+def replay_here(prepared: Prepared, store: Store, reporter: Reporter) -> int:
+    """Replay in this process; the exit status (the script's, or 2 if uploads failed)."""
+    session = start(prepared.options, store, reporter)
+    options = prepared.options
+    status = run_as_main(
+        prepared.script, prepared.argv, options.source or "", options.original, reporter
+    )
+    session.close()
+    return status or (2 if session.upload_failed else 0)
+
+
+@dataclass(frozen=True)
+class ParallelReplay:
+    output: str  # merged, in iteration order
+    failures: list[SegmentFailure]
+
+
+def replay_in_parallel(
+    prepared: Prepared, store: Store, settings: StoreSettings, reporter: Reporter
+) -> ParallelReplay:
+    """Replay every segment at once (local processes, or Ray tasks); merge their output."""
+    run, options, workers = prepared.run, prepared.options, prepared.workers or 1
+    replay_id = str(options.replay_id)
+    store_url = store.url if store.url.startswith("s3://") else os.path.abspath(store.url)
+    on_ray = prepared.ray_address is not None
+
+    def worker_args(index: int) -> list[str]:
+        extra = ["--iterations", options.iterations] if options.iterations else []
+        extra += ["--verify", str(options.verify)] if options.verify else []
+        where = os.path.basename(prepared.script) if on_ray else prepared.script  # Ray: shipped
+        return [
+            *("--store", store_url),
+            *("replay", "--name", run.name, "--run", run.run_id),
+            *("--segment", f"{index}/{workers}", "--replay-id", replay_id),
+            *extra,
+            where,
+            *prepared.argv,
+        ]
+
+    if on_ray:
+        from flor.replay.ray_backend import run_segments_on_ray
+
+        results, failures = run_segments_on_ray(
+            worker_args,
+            lambda i: layout.segment_key(run.prefix, replay_id, i, workers),
+            store_url,
+            settings.home,
+            workers,
+            prepared.ray_address or None,
+            os.path.dirname(os.path.abspath(prepared.script)),
+            reporter.say,
+        )
+    else:
+        from flor.replay.local import run_segments
+
+        failures = run_segments(worker_args, workers, workers, reporter.say)
+        results = runs.replay_results(store, run.prefix, replay_id)
+    return ParallelReplay(merged_output(results), failures)
+
+
+def estimate(prepared: Prepared) -> list[str]:
+    """What the replay would run, segment by segment, and how long it would take."""
+    from flor.replay.session import plan_replay
+
+    run, options, count = prepared.run, prepared.options, prepared.workers or 1
+    full = sum(run.timings.values())
+    lines = [
+        f"replay of {run.name}/{run.run_id}: {run.iterations} iterations recorded, "
+        f"checkpoints at {ranges(sorted(run.commits))}"
+    ]
+    segments = [options.segment] if count == 1 else [(i, count) for i in range(1, count + 1)]
+    slowest = 0.0
+    for index, n in segments:
+        decided = plan_replay(
+            run, options.source or "", options.script or "", replace(options, segment=(index, n))
+        )
+        probed = ", ".join(sorted(decided.probed)) or "none"
+        lines.append(
+            f"segment {index}/{n}: iterations {ranges(sorted(decided.live))}; probed blocks: {probed}"
+        )
+        seconds = 0.0
+        for g, action in enumerate(decided.plan.actions):
+            if action == DEAD:
+                continue
+            skipped = g in decided.plan.entries or (g in run.commits and not decided.probed)
+            it_time = run.timings.get(g, 0.0)
+            seconds += it_time - run.block_timings.get(g, 0.0) if skipped else it_time
+            lines.append(
+                f"  iteration {g:>5}  {action:<5}  block {'restore' if skipped else 'execute'}"
+            )
+        lines.append(
+            f"  estimate {seconds:.1f}s of training-loop time (the recorded run took {full:.1f}s)"
+        )
+        slowest = max(slowest, seconds)
+    if count > 1:
+        lines.append(f"with {count} workers: about {slowest:.1f}s (the slowest segment)")
+    return lines

@@ -1,0 +1,35 @@
+"""The run catalogue, below the runtime: how runs are laid out in a store, and reading them.
+
+``layout`` spells every key; ``catalogue`` lists and loads runs; ``query``,
+``dataframe`` and ``plot`` are read-only views; ``retention`` (``flor gc``) and
+``transfer`` (``flor push``/``pull``) act on whole runs.
+"""
+
+from flor.runs.catalogue import (
+    RecordedRun,
+    checkpoints,
+    list_experiments,
+    list_runs,
+    load_run,
+    recorded_original,
+    referenced_blobs,
+    replay_results,
+)
+from flor.runs.layout import blob_key, get_json, new_id, open_store, put_json, run_prefix
+
+__all__ = [
+    "RecordedRun",
+    "blob_key",
+    "checkpoints",
+    "get_json",
+    "list_experiments",
+    "list_runs",
+    "load_run",
+    "new_id",
+    "open_store",
+    "put_json",
+    "recorded_original",
+    "referenced_blobs",
+    "replay_results",
+    "run_prefix",
+]

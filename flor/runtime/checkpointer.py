@@ -1,0 +1,86 @@
+"""Taking one block's checkpoint: capture on the training thread, write in the background.
+
+``take`` copies the block's state in memory (the only part training waits
+for) and hands the write to the background writer; the returned future
+resolves to the journal's entry for that checkpoint (its manifest), which the
+iteration's commit job reads. State that cannot be saved raises
+``Unrestorable`` naming the value that holds it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from flor.runs import layout
+from flor.runtime.codec import encode
+from flor.runtime.scope import cheap_values
+from flor.runtime.session import Frame, visible_names
+from flor.runtime.state import Snapshot, Unrestorable, capture, capture_rng, stateful_in_scope
+from flor.runtime.writer import BackgroundWriter
+from flor.store import Store
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a checkpoint write produced: its journal entry, and its bytes."""
+
+    entry: dict[str, Any]
+    logical: int  # what it holds
+    stored: int  # what it added to the store, after deduplication
+
+
+class Checkpointer:
+    def __init__(self, store: Store, prefix: str, writer: BackgroundWriter) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.writer = writer
+
+    def take(
+        self,
+        g: int,
+        block: tuple[str, int],
+        objs: tuple[Any, ...],
+        named: dict[str, Any],
+        frame: Frame,
+    ) -> Future[Written]:
+        """Capture the state ``SkipBlock.end`` sees at ``frame``; write it in the background."""
+        snap = Snapshot()
+        tree = {
+            "objs": list(_each(snap, {f"value {i + 1}": o for i, o in enumerate(objs)}).values()),
+            "named": _each(snap, named),
+            "scope": _each(snap, stateful_in_scope(visible_names(frame))),
+            "values": _each(snap, cheap_values(frame.f_locals)),
+            "rng": capture_rng(),
+        }
+        bound = sorted(k for k in frame.f_locals if not k.startswith("__"))
+        key = layout.ckpt_key(self.prefix, g, *block)
+
+        def write() -> Written:
+            enc = encode(tree, self.store)
+            self.store.put(key, enc.data)
+            entry = {
+                "key": key,
+                "sha256": enc.sha256,
+                "bytes": len(enc.data),
+                "blobs": enc.blobs,
+                "new_blob_bytes": enc.new_blob_bytes,
+                "objs": len(tree["objs"]),
+                "holds": sorted({*tree["named"], *tree["values"]}),
+                "bound": bound,  # a name outside it was unbound: restoring UNBOUND is right
+            }
+            return Written(entry, enc.logical, enc.stored)
+
+        future: Future[Written] = self.writer.submit(g, write, snap.nbytes)
+        return future
+
+
+def _each(snap: Snapshot, values: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for label, value in values.items():
+        try:
+            out[label] = capture(value, snap)
+        except Unrestorable as e:
+            raise Unrestorable(f"`{label}` holds {e}") from None
+    return out

@@ -1,0 +1,63 @@
+"""What a process was asked to do: ``Options``, and the checks on what a user typed.
+
+A leaf module: the ``flor`` command and ``import flor`` (hand-annotated scripts'
+``--flor``/``--replay_flor`` flags) build ``Options``; the sessions read them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flor.errors import FlorError
+
+DEFAULT_EPSILON = 1 / 15
+_SEGMENT = re.compile(r"^(\d+)/(\d+)$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What this process was asked to do. ``mode`` is ``record`` or ``replay``."""
+
+    mode: str
+    name: str
+    run_id: str | None = None  # replay: which recorded run (default: the latest)
+    segment: tuple[int, int] = (1, 1)
+    iterations: str | None = None  # replay: "9" or "0-4,10"
+    epsilon: float = DEFAULT_EPSILON
+    script: str | None = None
+    replay_id: str | None = None  # shared by the segments of one parallel replay
+    verify: int = 0  # replay: re-execute this many checkpointed blocks just to compare
+    source: str | None = None  # the code actually run, when it is not the file (flor run)
+    original: str | None = None  # the user's unmodified script, when flor rewrote it
+    argv: tuple[str, ...] | None = None  # the script's argv, when sys.argv is flor's own
+
+
+def parse_segment(text: str) -> tuple[int, int]:
+    """``"3/5"`` -> ``(3, 5)``; a one-line FlorError for anything else."""
+    m = _SEGMENT.match(text.strip())
+    if not m:
+        raise FlorError("bad-segment", f"segment {text!r} is not of the form I/N (e.g. 2/4)")
+    i, n = int(m.group(1)), int(m.group(2))
+    if n < 1 or not 1 <= i <= n:
+        raise FlorError("bad-segment", f"segment {i}/{n} is outside 1..{max(n, 1)}")
+    return i, n
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise FlorError("bad-name", f"run name {name!r} must be letters, digits, '.', '_' or '-'")
+    return name
+
+
+def parse_epsilon(text: str | None) -> float:
+    if text is None or text == "":
+        return DEFAULT_EPSILON
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise FlorError("bad-epsilon", f"epsilon {text!r} must be a positive number")
+    return value
