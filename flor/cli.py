@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import click
@@ -27,7 +28,9 @@ from flor.runtime.reporter import Reporter
 from flor.store import Store, StoreSettings
 from flor.transform import instrument as instrument_source
 
-SCRIPT_SETTINGS = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+SCRIPT_SETTINGS = MappingProxyType(
+    {"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
 RUN_OPTION = click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -109,7 +112,7 @@ def instrument(script: str, output: str | None, write: bool) -> None:
         click.echo(result.diff(), nl=False)
 
 
-@cli.command(context_settings=SCRIPT_SETTINGS)
+@cli.command(context_settings=dict(SCRIPT_SETTINGS))
 @click.option("--name", required=True, help="Experiment name; each run of it is a new version.")
 @click.option(
     "--epsilon",
@@ -145,7 +148,7 @@ def run(edge: Edge, name: str, epsilon: float, script: str, args: tuple[str, ...
     sys.exit(record_here(options, edge.store(), edge.reporter))
 
 
-@cli.command(context_settings=SCRIPT_SETTINGS)
+@cli.command(context_settings=dict(SCRIPT_SETTINGS))
 @click.option("--name", required=True, help="Experiment to replay (its latest run by default).")
 @click.option("--run", "run_id", help="Replay this run id instead of the latest.")
 @click.option("--segment", help="Replay only segment I of N (e.g. 2/4); for one worker per GPU.")

@@ -15,6 +15,7 @@ from s3server import S3Server
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
+COUNTING = ROOT / "tests" / "counting"
 _MARK = re.compile(r"^(?P<indent>\s*)(?P<code>.*?)\s*# @(?P<kind>inside|outside): (?P<stmt>.+)$")
 
 
@@ -84,6 +85,18 @@ class Flor:
         path.write_text(hindsight(source, kind) if kind else hindsight(source, "none"))
         return path
 
+    def counting_backwards(
+        self, tag: str, args: tuple[str, ...], hand: bool = False, **env: str
+    ) -> tuple[subprocess.CompletedProcess[str], int]:
+        """Run ``flor ARGS`` (``python ARGS`` when ``hand``) counting the backward passes in it
+        and in every process it starts (``tests/counting``); the process and the count."""
+        folder = self.work / f"count-{tag}"
+        folder.mkdir()
+        extra = {"COUNT_BACKWARDS_DIR": str(folder), "PYTHONPATH": str(COUNTING), **env}
+        if hand:
+            return _counted(folder, self.python(Path(args[0]), *args[1:], **extra))
+        return _counted(folder, self.cli(*args, **extra))
+
     def replays(self, name: str) -> list[dict]:
         """Every segment result of every replay of the latest run of ``name``."""
         run = sorted((self.home / name).iterdir())[-1]
@@ -91,6 +104,12 @@ class Flor:
 
     def latest_run(self, name: str) -> Path:
         return sorted(p for p in (self.home / name).iterdir() if (p / "run.json").exists())[-1]
+
+
+def _counted(
+    folder: Path, proc: subprocess.CompletedProcess[str]
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    return proc, sum(int(p.read_text()) for p in folder.glob("*.count"))
 
 
 @pytest.fixture

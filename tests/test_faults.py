@@ -22,20 +22,20 @@ def _commits(f: Flor, name: str) -> list:
 def test_sigkilled_record_replays_up_to_last_checkpoint(flor_env: Flor) -> None:
     f = flor_env
     script = f.copy("slow_steps.py")
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # iteration 6 hangs: iterations 0-5 are committed, then the kill
         [sys.executable, str(script), "--flor", "killed", "40"],
-        env=f.env(SLOW_STEP="0.25", FLOR_EPSILON="1e9"),
+        env=f.env(HANG_AT="6", FLOR_EPSILON="1e9"),
         cwd=f.work,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.time() + 120
-    while len(_commits(f, "killed")) < 4 and time.time() < deadline:
+    deadline = time.time() + 120  # the background writer commits 0-5 while 6 hangs
+    while len(_commits(f, "killed")) < 6 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     committed = len(_commits(f, "killed"))
-    assert 4 <= committed < 40
+    assert committed == 6
 
     edited = f.copy("slow_steps.py", "outside")
     truth = f.python(edited, "40").stdout.splitlines(keepends=True)

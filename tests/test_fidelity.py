@@ -12,25 +12,15 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SCRIPTS, Flor, hindsight
+from conftest import SCRIPTS, Flor, hindsight
 
 pytestmark = pytest.mark.slow
 FIDELITY = SCRIPTS / "fidelity"
-COUNTING = ROOT / "tests" / "counting"
 DENSE, SPARSE = "1e9", "1e-9"  # every iteration checkpointed / only the first one
 
 
 def backwards(f: Flor, tag: str, proc_args: tuple[str, ...], hand: bool = False, **env: str):
-    """Run ``flor ARGS`` (or ``python ARGS`` when ``hand``) counting backward passes in it and
-    every process it starts; returns (the completed process, the count)."""
-    folder = f.work / f"count-{tag}"
-    folder.mkdir()
-    extra = {"COUNT_BACKWARDS_DIR": str(folder), "PYTHONPATH": str(COUNTING), **env}
-    run = f.python if hand else f.cli
-    proc = (
-        run(*proc_args, **extra) if not hand else run(Path(proc_args[0]), *proc_args[1:], **extra)
-    )
-    return proc, sum(int(p.read_text()) for p in folder.glob("*.count"))
+    return f.counting_backwards(tag, proc_args, hand, **env)
 
 
 def write(f: Flor, source: Path, kind: str, name: str | None = None) -> Path:

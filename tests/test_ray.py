@@ -17,7 +17,11 @@ import pytest
 from conftest import SCRIPTS, Flor, hindsight
 
 pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one head for the module
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.ray,
+    pytest.mark.xdist_group("ray"),
+]  # one head for the module
 SCRIPT = "train_function.py"
 ARGS = ["--epochs", "6"]
 NO_TOKEN = {"RAY_AUTH_MODE": "disabled"}  # a loopback test cluster: no token to hand around

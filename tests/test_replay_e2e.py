@@ -7,6 +7,7 @@ exactly what it prints, whole, or split into segments.
 from __future__ import annotations
 
 import pytest
+from conftest import SCRIPTS as SCRIPT_DIR
 from conftest import Flor
 
 pytestmark = pytest.mark.slow
@@ -41,27 +42,31 @@ def test_outside_edit_replays_like_full_run(
     _record(f, name, args, budget)
     edited = f.copy(name, "outside")
     truth = f.python(edited, *args).stdout
-    replayed = f.python(edited, "--flor", "exp", "--replay_flor", *args)
+    replayed, backward = f.counting_backwards(
+        "replay", (str(edited), "--flor", "exp", "--replay_flor", *args), hand=True
+    )
     assert replayed.stdout == truth
     summary = replayed.stderr.splitlines()
     assert len(summary) == 1 and summary[0].startswith("flor: replayed "), replayed.stderr
     result = f.replays("exp")[-1]
     assert result["probed"] == []
+    if budget == "dense":  # every block restored from its checkpoint: no training at all
+        assert backward == 0
 
 
 @pytest.mark.parametrize(("name", "args"), SCRIPTS, ids=[s[0] for s in SCRIPTS])
 def test_inside_edit_reexecutes_block(flor_env: Flor, name: str, args: list[str]) -> None:
     f = flor_env
     _record(f, name, args, "dense")
+    assert "# @inside:" in (SCRIPT_DIR / name).read_text(), "the case needs an inside edit"
     edited = f.copy(name, "inside")
-    truth = f.python(edited, *args).stdout
-    replayed = f.python(edited, "--flor", "exp", "--replay_flor", *args)
-    assert replayed.stdout == truth
-    if "# @inside:" in edited.with_suffix(".py").read_text() or name in (
-        "module_loop.py",
-        "counters.py",
-    ):
-        assert f.replays("exp")[-1]["probed"]
+    truth, full = f.counting_backwards("full", (str(edited), *args), hand=True)
+    replayed, backward = f.counting_backwards(
+        "replay", (str(edited), "--flor", "exp", "--replay_flor", *args), hand=True
+    )
+    assert replayed.stdout == truth.stdout
+    assert f.replays("exp")[-1]["probed"]
+    assert backward == full > 0, "the edited block re-executes in every iteration"
 
 
 @pytest.mark.parametrize("budget", sorted(BUDGETS))

@@ -163,7 +163,7 @@ def test_training_edits_are_reported(flor_env: Flor) -> None:
 
 def test_plan_iterations_and_looking_at_runs(flor_env: Flor) -> None:
     f = flor_env
-    write(f, "while_condition.py", "none")
+    plain = f.python(write(f, "while_condition.py", "none")).stdout
     recorded = f.cli("run", "--name", "exp", "while_condition.py", FLOR_EPSILON="1e9")
     plan = f.cli("replay", "--name", "exp", "--plan").stdout
     assert "10 iterations recorded" in plan and plan.count("block restore") == 10
@@ -188,7 +188,7 @@ def test_plan_iterations_and_looking_at_runs(flor_env: Flor) -> None:
     diff = f.cli("diff", "exp").stdout
     assert "+for _flor_step in flor.it(lambda: step < max_steps):" in diff
     assert "(now)" in diff and "+    print(" in diff
-    assert recorded.stdout
+    assert recorded.stdout == plain, "recording prints what python prints"
 
 
 def test_gc_frees_bytes_and_keeps_what_it_should(flor_env: Flor) -> None:

@@ -10,14 +10,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import SCRIPTS, Flor, hindsight
 from s3server import S3Server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.s3]
 SCRIPT = "finetune_frozen.py"
 EVERY_ITERATION = {"FLOR_EPSILON": "1e9"}  # checkpoint every iteration: segments have starts
 
@@ -144,9 +144,22 @@ def test_corrupted_blob_in_s3_is_a_clear_error(s3_flor: Flor, s3_server: S3Serve
     assert not list(cache(f).rglob(".blobs/*/*"))  # the corrupt bytes were not cached
 
 
-def _slow_script(f: Flor, kind: str) -> Path:
-    path = write(f, kind, extra="        time.sleep(0.4)\n")  # uploads are in flight at the stop
-    path.write_text("import time\n" + path.read_text())
+GATE = '''import os, time
+
+
+def _gate(epoch):
+    """Test hook: epoch 2 waits until the file FLOR_TEST_GATE names exists (the server is down)."""
+    gate = os.environ.get("FLOR_TEST_GATE")
+    while gate and epoch == 2 and not os.path.exists(gate):
+        time.sleep(0.01)
+
+
+'''
+
+
+def _gated_script(f: Flor, kind: str) -> Path:
+    path = write(f, kind, extra="        _gate(epoch)\n")
+    path.write_text(GATE + path.read_text())
     return path
 
 
@@ -162,41 +175,51 @@ def private_s3(flor_env: Flor, tmp_path: Path) -> Iterator[S3Server]:
 
 
 def _record_with_outage(
-    f: Flor, server: S3Server, back_after: float | None, **env: str
+    f: Flor, server: S3Server, come_back: bool, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Record, stop the server once the second iteration is committed locally, and start
-    it again after ``back_after`` seconds (None: after the run has ended)."""
-    _slow_script(f, "none")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "flor.cli", "run", "--name", "ft", SCRIPT],
-        env=f.env(**EVERY_ITERATION, **env),
-        cwd=f.work,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """Record; once iteration 1 is committed locally, stop the server, and only then let
+    the script go on (epoch 2 waits for the gate file). With ``come_back``, start the server
+    again once the run has said that uploads will retry; else after the run has ended."""
+    _gated_script(f, "none")
+    gate, errors = f.work / "gate", f.work / "stderr.txt"
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flor.cli", "run", "--name", "ft", SCRIPT],
+            env=f.env(**EVERY_ITERATION, FLOR_TEST_GATE=str(gate), **env),
+            cwd=f.work,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        _wait_for(lambda: bool(list(cache(f).rglob("journal/00000001.json"))), proc)
+        server.stop()
+        gate.touch()
+        if come_back:
+            _wait_for(lambda: "uploads will retry" in errors.read_text(), proc)
+            server.start()
+        out, _ = proc.communicate(timeout=300)
+    if not come_back:
+        server.start()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, errors.read_text())
+
+
+def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
+    """Until ``condition`` holds (an event the run causes), or the run ended, or a minute."""
     deadline = time.monotonic() + 60
-    while not list(cache(f).rglob("journal/00000001.json")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    server.stop()
-    if back_after is not None:
-        time.sleep(back_after)
-        server.start()
-    out, err = proc.communicate(timeout=300)
-    if back_after is None:
-        server.start()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    while not condition() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert condition(), "the run never got there"
 
 
 def _replays_from_s3_alone(f: Flor) -> None:
-    expected = f.python(_slow_script(f, "outside")).stdout
+    expected = f.python(_gated_script(f, "outside")).stdout
     shutil.rmtree(cache(f))
     assert f.cli("replay", "--name", "ft", "--workers", "2").stdout == expected
 
 
 def test_server_stopped_mid_upload_then_back(flor_env: Flor, private_s3: S3Server) -> None:
     """Uploads retry while the server is away and the run ends once all are up."""
-    recorded = _record_with_outage(flor_env, private_s3, back_after=2.5)
+    recorded = _record_with_outage(flor_env, private_s3, come_back=True)
     assert recorded.returncode == 0, recorded.stderr
     assert "uploads will retry" in recorded.stderr
     _replays_from_s3_alone(flor_env)
@@ -207,7 +230,7 @@ def test_server_gone_past_the_timeout_keeps_everything_local(
 ) -> None:
     """The run ends with one error line saying how to finish; the command it names does."""
     f = flor_env
-    recorded = _record_with_outage(f, private_s3, back_after=None, FLOR_UPLOAD_TIMEOUT="1")
+    recorded = _record_with_outage(f, private_s3, come_back=False, FLOR_UPLOAD_TIMEOUT="1")
     assert recorded.returncode == 2
     last = recorded.stderr.strip().splitlines()[-1]
     assert last.startswith("flor: error:") and "did not reach" in last

@@ -15,7 +15,11 @@ from s3server import S3Server
 from flor import runs
 from flor.store import LocalStore, Store, StoreSettings
 
-BACKENDS = ["local", "s3", "s3-cached"]
+BACKENDS = [
+    "local",
+    pytest.param("s3", marks=pytest.mark.s3),
+    pytest.param("s3-cached", marks=pytest.mark.s3),
+]
 
 
 @pytest.fixture(params=BACKENDS)

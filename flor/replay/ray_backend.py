@@ -31,7 +31,7 @@ from flor.store import STORE_ENV, StoreSettings
 
 RETRIES = 2
 _SHIPPED_ENV = (*STORE_ENV, "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
-_EXCLUDES = [".git", ".venv", "venv", "__pycache__", "*.pt", "*.ckpt", ".flor"]
+_EXCLUDES = (".git", ".venv", "venv", "__pycache__", "*.pt", "*.ckpt", ".flor")
 
 
 class SegmentFailed(Exception):
@@ -85,7 +85,7 @@ def run_segments_on_ray(
     runtime_env = {
         "working_dir": working_dir,
         "env_vars": shipped_env(),
-        "excludes": _EXCLUDES + _stores_inside(home, working_dir),
+        "excludes": [*_EXCLUDES, *_stores_inside(home, working_dir)],
     }
     # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
     address = address or os.environ.get("RAY_ADDRESS") or "local"

@@ -304,7 +304,8 @@ class Replayer(Session):
             restore(o, node, done, _label(labels, i))
             for i, (o, node) in enumerate(zip(objs, tree["objs"]))
         )
-        restored += tuple(restore(v, held.get(k, _UNBOUND_NODE), done, k) for k, v in named.items())
+        unbound = {"k": "unbound"}  # a name the recording's scope had not bound yet
+        restored += tuple(restore(v, held.get(k, unbound), done, k) for k, v in named.items())
         now = stateful_in_scope(visible_names(frame))
         for path, node in tree.get("scope", {}).items():
             if path in now:
@@ -373,4 +374,3 @@ def _rebind_values(frame: Frame, values: dict[str, Any], done: dict[int, Any]) -
 
 
 _END = object()
-_UNBOUND_NODE = {"k": "unbound"}  # a name the recording's scope had not bound yet

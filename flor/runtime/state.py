@@ -27,6 +27,8 @@ import sys
 import threading
 import types
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -278,72 +280,107 @@ def restore(
 
 
 def _restore_new(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
-    kind, value = node["k"], node["v"]
-    if kind == "sd":
-        if not _stateful(cur):
-            raise CannotRestore(
-                path,
-                "an object with a state_dict",
-                "this replay has no such object where the block ends (it is created inside the "
-                "block, or the edit removed it)",
-            )
-        cur.load_state_dict(value)
-        _set_flags(cur, node.get("flags", {}))
-        if "grads" in node:
-            for param, grad in zip(cur.parameters(), node["grads"]):
-                param.grad = None if grad is None else grad.to(param.device)
-        if "attrs" in node and isinstance(cur, torch.nn.Module):
-            for i, (module, attrs) in enumerate(zip(cur.modules(), node["attrs"])):
-                where = path if i == 0 else f"{path}.<submodule {i}>"
-                _restore_attrs(vars(module), attrs, done, where, _MODULE_INTERNALS)
+    restorer = _RESTORERS.get(node["k"])
+    if restorer is None:
+        raise ValueError(f"unknown snapshot node {node['k']!r}")
+    return restorer(cur, node, done, path)
+
+
+def _restore_stateful(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    if not _stateful(cur):
+        raise CannotRestore(
+            path,
+            "an object with a state_dict",
+            "this replay has no such object where the block ends (it is created inside the "
+            "block, or the edit removed it)",
+        )
+    cur.load_state_dict(node["v"])
+    _set_flags(cur, node.get("flags", {}))
+    if "grads" in node:
+        for param, grad in zip(cur.parameters(), node["grads"]):
+            param.grad = None if grad is None else grad.to(param.device)
+    if "attrs" in node and isinstance(cur, torch.nn.Module):
+        for i, (module, attrs) in enumerate(zip(cur.modules(), node["attrs"])):
+            where = path if i == 0 else f"{path}.<submodule {i}>"
+            _restore_attrs(vars(module), attrs, done, where, _MODULE_INTERNALS)
+    return cur
+
+
+def _restore_generator(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    """In place: a DataLoader or sampler may hold the same generator."""
+    gen = cur if isinstance(cur, torch.Generator) else torch.Generator(node["device"])
+    gen.set_state(node["v"])
+    return gen
+
+
+def _restore_sequence(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    kind = node["k"]
+    if isinstance(cur, list) and kind == "list":
+        done[node["id"]] = cur  # before the items: they may refer back to it
+    olds = list(cur) if isinstance(cur, (list, tuple)) else []
+    items = [
+        restore(olds[i] if i < len(olds) else _MISSING, n, done, f"{path}[{i}]")
+        for i, n in enumerate(node["v"])
+    ]
+    if kind == "tuple":
+        return tuple(items)
+    if isinstance(cur, list):
+        cur[:] = items
         return cur
-    if kind in ("tensor", "param"):
-        return _restore_tensor(cur, node)
-    if kind == "gen":  # in place: a DataLoader or sampler may hold the same generator
-        gen = cur if isinstance(cur, torch.Generator) else torch.Generator(node["device"])
-        gen.set_state(value)
-        return gen
-    if kind in ("list", "tuple"):
-        if isinstance(cur, list) and kind == "list":
-            done[node["id"]] = cur  # before the items: they may refer back to it
-        olds = list(cur) if isinstance(cur, (list, tuple)) else []
-        items = [
-            restore(olds[i] if i < len(olds) else _MISSING, n, done, f"{path}[{i}]")
-            for i, n in enumerate(value)
-        ]
-        if kind == "tuple":
-            return tuple(items)
-        if isinstance(cur, list):
-            cur[:] = items
-            return cur
-        return items
-    if kind == "dict":
-        old = cur if isinstance(cur, dict) else {}
-        if isinstance(cur, dict):
-            done[node["id"]] = cur
-        entries = {
-            k: restore(old.get(k, _MISSING), n, done, f"{path}[{k!r}]")
-            for k, n in zip(node["keys"], value)
-        }
-        if isinstance(cur, dict):
-            cur.clear()
-            cur.update(entries)
-            return cur
-        return entries
-    if kind == "obj":
-        if cur is _MISSING or cur is UNBOUND or not _plain_object(cur):
-            cur = _new_instance(node, path, cur)
+    return items
+
+
+def _restore_dict(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    old = cur if isinstance(cur, dict) else {}
+    if isinstance(cur, dict):
         done[node["id"]] = cur
-        _restore_attrs(vars(cur), value, done, path, frozenset())
+    entries = {
+        k: restore(old.get(k, _MISSING), n, done, f"{path}[{k!r}]")
+        for k, n in zip(node["keys"], node["v"])
+    }
+    if isinstance(cur, dict):
+        cur.clear()
+        cur.update(entries)
         return cur
-    if kind == "pickle":
-        new = pickle.loads(value)
-        if isinstance(cur, (set, dict)) and type(cur) is type(new):
-            cur.clear()
-            cur.update(new)
-            return cur
-        return new
-    raise ValueError(f"unknown snapshot node {kind!r}")
+    return entries
+
+
+def _restore_object(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    if cur is _MISSING or cur is UNBOUND or not _plain_object(cur):
+        cur = _new_instance(node, path, cur)
+    done[node["id"]] = cur
+    _restore_attrs(vars(cur), node["v"], done, path, frozenset())
+    return cur
+
+
+def _restore_pickled(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    new = pickle.loads(node["v"])
+    if isinstance(cur, (set, dict)) and type(cur) is type(new):
+        cur.clear()
+        cur.update(new)
+        return cur
+    return new
+
+
+def _restore_tensor_node(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    return _restore_tensor(cur, node)
+
+
+_RESTORERS: Mapping[str, Callable[[Any, dict[str, Any], dict[int, Any], str], Any]] = (
+    MappingProxyType(
+        {
+            "sd": _restore_stateful,
+            "tensor": _restore_tensor_node,
+            "param": _restore_tensor_node,
+            "gen": _restore_generator,
+            "list": _restore_sequence,
+            "tuple": _restore_sequence,
+            "dict": _restore_dict,
+            "obj": _restore_object,
+            "pickle": _restore_pickled,
+        }
+    )
+)
 
 
 def _restore_attrs(

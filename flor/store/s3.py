@@ -24,10 +24,14 @@ from flor.errors import FlorError, StoreUnreachable
 from flor.store.base import Store
 
 MULTIPART_BYTES = 64 << 20  # above this, uploads are managed multipart transfers
-_MISSING = {"NoSuchKey", "404", "NotFound"}
-_REFUSED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidToken"}
-_REFUSED |= {"ExpiredToken", "InvalidClientTokenId"}
-_BUSY = {"InternalError", "ServiceUnavailable", "SlowDown", "503", "500", "RequestTimeout"}
+_MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
+_REFUSED = frozenset(
+    {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "InvalidToken"}
+    | {"ExpiredToken", "InvalidClientTokenId"}
+)
+_BUSY = frozenset(
+    {"InternalError", "ServiceUnavailable", "SlowDown", "503", "500", "RequestTimeout"}
+)
 T = TypeVar("T")
 
 

@@ -15,7 +15,7 @@ import re
 from flor.transform.fingerprints import end_names
 from flor.transform.report import Note
 
-_TRAINING = [
+_TRAINING = (
     (re.compile(r"\.(backward|step|zero_grad|load_state_dict)\s*\("), "calls {0}"),
     (
         re.compile(r"\.(add_|sub_|mul_|div_|copy_|fill_|zero_|normal_|uniform_|clamp_)\s*\("),
@@ -29,7 +29,7 @@ _TRAINING = [
         ),
         "draws from the global random number generator ({0}), which shifts every later draw",
     ),
-]
+)
 
 
 def training_edits(recorded: str, edited: str, instrumented: str, filename: str) -> list[Note]:

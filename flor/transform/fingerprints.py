@@ -48,7 +48,7 @@ def _block_name(test: ast.expr) -> str | None:
 
 
 # ``model(x)`` calls ``forward`` without naming it: count it as called by every block.
-_IMPLICIT_CALLS = {"forward", "__call__"}
+_IMPLICIT_CALLS = frozenset({"forward", "__call__"})
 
 
 def _called_names(nodes: list[ast.stmt]) -> set[str]:

@@ -9,7 +9,7 @@ import libcst as cst
 from libcst.metadata import BaseAssignment, MetadataWrapper, PositionProvider, Scope, ScopeProvider
 
 # Calls that do training work: a backward pass or an optimizer step.
-TRAINING_METHODS = {"backward", "step"}
+TRAINING_METHODS = frozenset({"backward", "step"})
 # ``.step()`` on these is not training: schedulers, environments, progress bars.
 NOT_OPTIMIZERS = ("sched", "lr", "env", "bar", "pbar", "progress", "tqdm", "warmup")
 FunctionNode = cst.FunctionDef

@@ -32,7 +32,7 @@ def main():
             for xb, yb in loader:
                 optimizer.zero_grad()
                 F.cross_entropy(model(xb), yb).backward()
-                optimizer.step()
+                optimizer.step()  # @inside: print(f"  grad {model[2].bias.grad.sum().item():.6f}")
         model, optimizer, best_acc = flor.SkipBlock.end(model, optimizer, best_acc)
         scheduler.step()
         acc = evaluate(model, X, y)

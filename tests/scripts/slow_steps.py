@@ -1,7 +1,11 @@
-"""Slow iterations, one line each: the test kills the recording mid-run."""
+"""Slow iterations, one line each: the test kills the recording mid-run.
+
+``HANG_AT=K`` (a test hook) blocks iteration K after its print, until the process is killed.
+"""
 
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -22,4 +26,6 @@ for i in flor.it(range(iterations)):
         time.sleep(float(os.environ.get("SLOW_STEP", "0")))
     model, opt = flor.SkipBlock.end(model, opt)
     print(f"iter {i} w {model.weight.sum().item():.6f}", flush=True)  # @outside: print(f"  b {model.bias.sum().item():.6f}")
+    if i == int(os.environ.get("HANG_AT", "-1")):
+        threading.Event().wait()
 print("finished")

@@ -28,7 +28,7 @@ class Trainer:
     def fit(self, epochs):
         for epoch in flor.it(range(epochs)):
             if flor.SkipBlock.step_into("epoch"):
-                self.train_one_epoch()
+                self.train_one_epoch()  # @inside: print(f"  steps {self.step}")
             flor.SkipBlock.end(self)
             print(f"epoch {epoch} step {self.step} history {self.history[-2:]}")  # @outside: print(f"  weight {self.model.weight.sum().item():.6f} lr {self.optimizer.param_groups[0]['lr']}")
 

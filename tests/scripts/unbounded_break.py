@@ -19,7 +19,7 @@ for episode in flor.it(itertools.count(1)):
         loss = -(logp[torch.arange(20), actions] * (rewards - rewards.mean())).sum()
         opt.zero_grad()
         loss.backward()
-        opt.step()
+        opt.step()  # @inside: print(f"  loss {loss.item():.5f}")
         ep_reward = rewards.sum().item()
         running_reward = 0.05 * ep_reward + 0.95 * running_reward
     policy, opt, running_reward, ep_reward = flor.SkipBlock.end(

@@ -14,7 +14,7 @@ for _ in flor.it(lambda: step < max_steps):
         loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
         opt.zero_grad()
         loss.backward()
-        opt.step()
+        opt.step()  # @inside: print(f"  loss {loss.item():.5f}")
         step += 1
     model, opt, step, loss = flor.SkipBlock.end(model, opt, step, locals().get("loss", flor.UNBOUND))
     flor.log("loss", loss)

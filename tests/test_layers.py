@@ -1,0 +1,196 @@
+"""The architecture, checked: floors, no cycles, a pure transform, no hidden state.
+
+Floors, top first: ``cli`` · ``replay`` · ``runtime`` · ``runs`` · ``store`` and
+``transform`` (beside each other) · ``errors``. A module imports only its own
+floor and those below; a lazy import inside a function counts like any other.
+``flor/__init__.py`` is the facade, above every floor.
+"""
+
+from __future__ import annotations
+
+import ast
+import statistics
+from pathlib import Path
+
+from conftest import ROOT
+
+FLOR = ROOT / "flor"
+FLOORS = {
+    "flor.cli": 5,
+    "flor.replay": 4,
+    "flor.runtime": 3,
+    "flor.runs": 2,
+    "flor.store": 1,
+    "flor.transform": 1,
+    "flor.errors": 0,
+}
+ALLOWED_STATE = {("flor.runtime.context", "_session")}  # the one process session
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, ast.Module]:
+    return {module_name(p): ast.parse(p.read_text(), str(p)) for p in sorted(FLOR.rglob("*.py"))}
+
+
+def package(name: str) -> str:
+    """The floor a module belongs to: ``flor.replay.session`` -> ``flor.replay``."""
+    return ".".join(name.split(".")[:2])
+
+
+def imports(name: str, tree: ast.Module, known: set[str]) -> list[tuple[str, int, bool]]:
+    """(imported flor module, line, runs at import time) for every import in ``tree``."""
+    base = name.split(".") if name in known and _is_package(name) else name.split(".")[:-1]
+    lazy = _lazy_lines(tree)
+    out = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            root = ".".join(base[: len(base) - node.level + 1]) if node.level else ""
+            mod = ".".join(p for p in (root, node.module or "") if p)
+            subs = [f"{mod}.{a.name}" for a in node.names]
+            targets = [s for s in subs if s in known] or [mod]
+        for target in targets:
+            if target.split(".")[0] == "flor":
+                out.append((target, node.lineno, node.lineno not in lazy))
+    return out
+
+
+def _is_package(name: str) -> bool:
+    return (ROOT / Path(*name.split(".")) / "__init__.py").exists()
+
+
+def _lazy_lines(tree: ast.Module) -> set[int]:
+    """Lines of imports that do not run when the module is imported: inside functions,
+    or under ``if TYPE_CHECKING:``."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        deferred = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (
+            isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        )
+        if deferred:
+            lines.update(n.lineno for n in ast.walk(node) if isinstance(n, ast.stmt))
+    return lines
+
+
+def floor(name: str) -> int:
+    return FLOORS.get(package(name), 99 if name == "flor" else -1)
+
+
+def test_every_module_sits_on_a_floor() -> None:
+    stray = [name for name in modules() if name != "flor" and package(name) not in FLOORS]
+    assert not stray, f"modules outside every floor: {stray}"
+
+
+def test_no_import_runs_up_a_floor_or_across_the_ground_floor() -> None:
+    found = modules()
+    bad = []
+    for name, tree in found.items():
+        for target, line, _ in imports(name, tree, set(found)):
+            same_level_other = floor(target) == floor(name) and package(target) != package(name)
+            if floor(target) > floor(name) or (same_level_other and name != "flor"):
+                bad.append(f"{name}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle() -> None:
+    found = modules()
+    graph = {
+        name: {
+            t if t in found else package(t)
+            for t, _, eager in imports(name, tree, set(found))
+            if eager and t != name
+        }
+        for name, tree in found.items()
+    }
+    cycle = _find_cycle({n: {t for t in ts if t in graph} for n, ts in graph.items()})
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1 and not _is_parent(nxt, node):
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def _is_parent(package_name: str, module: str) -> bool:
+    """A package importing its own submodules while they import it back is how packages work."""
+    return module.startswith(package_name + ".")
+
+
+def test_transform_is_pure() -> None:
+    for name, tree in modules().items():
+        if package(name) != "flor.transform":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                assert not any(n.split(".")[0] == "torch" for n in names), f"{name} imports torch"
+
+
+def test_no_environment_writes() -> None:
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            text = ast.unparse(node) if isinstance(node, (ast.Assign, ast.Delete, ast.Call)) else ""
+            writes = isinstance(node, (ast.Assign, ast.Delete)) and "os.environ[" in text
+            calls = isinstance(node, ast.Call) and text.startswith(
+                ("os.environ.update", "os.environ.pop", "os.environ.setdefault", "os.putenv")
+            )
+            assert not (writes or calls), f"{name}:{node.lineno} writes the environment: {text}"
+
+
+def test_no_module_level_mutable_state() -> None:
+    mutable = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+    for name, tree in modules().items():
+        for node in tree.body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            targets = (
+                node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            )
+            for target in targets:
+                label = (name, getattr(target, "id", ""))
+                if label in ALLOWED_STATE or label[1] == "__all__":
+                    continue
+                is_mutable = isinstance(value, mutable) or (
+                    isinstance(value, ast.Call)
+                    and ast.unparse(value.func) in ("list", "dict", "set")
+                )
+                assert not is_mutable, f"{name}:{node.lineno} `{label[1]}` is mutable module state"
+            if isinstance(node, ast.Global) or any(
+                isinstance(n, ast.Global) and not all((name, g) in ALLOWED_STATE for g in n.names)
+                for n in ast.walk(node)
+            ):
+                raise AssertionError(f"{name}:{node.lineno} rebinds a module global")
+
+
+def test_functions_stay_short() -> None:
+    lengths = {
+        f"{name}.{node.name}:{node.lineno}": node.end_lineno - node.lineno + 1
+        for name, tree in modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno
+    }
+    assert statistics.median(lengths.values()) < 12
+    long = {k: v for k, v in lengths.items() if v > 60}
+    assert not long, f"functions over 60 lines: {long}"
