@@ -225,9 +225,9 @@ def diff(edge: Edge, name: str, run_id: str | None) -> None:
 
     store = edge.store()
     run = runs.load_run(store, name, run_id)
-    script = run.meta.get("script") or ""
+    script = run.meta.script or ""
     recorded = runs.recorded_original(store, run)
-    if run.meta.get("instrumented"):
+    if run.meta.instrumented:
         click.echo(
             "".join(
                 difflib.unified_diff(
@@ -315,11 +315,11 @@ def output(edge: Edge, name: str, run_id: str | None, replay_id: str | None) -> 
         for r in ([replay_id] if replay_id else replays)
     }
     replay_id = replay_id or max(  # the last to finish; ids sort by start time
-        by_id, key=lambda r: (max((s.get("finished", 0) for s in by_id[r]), default=0), r)
+        by_id, key=lambda r: (max((s.finished for s in by_id[r]), default=0), r)
     )
     results = by_id[replay_id]
-    count = results[0]["segment"][1] if results else 0
-    missing = sorted(set(range(1, count + 1)) - {r["segment"][0] for r in results})
+    count = results[0].segment[1] if results else 0
+    missing = sorted(set(range(1, count + 1)) - {r.segment[0] for r in results})
     if missing:
         raise FlorError(
             "incomplete-replay",

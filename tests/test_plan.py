@@ -13,6 +13,7 @@ from flor.replay.plan import (
     segment_bounds,
     usable_checkpoints,
 )
+from flor.runs.records import Commit
 from flor.transform import EndCall
 
 
@@ -67,8 +68,22 @@ def test_parse_iterations() -> None:
         parse_iterations("a-b", 10)
 
 
-def _commit(holds: list[str], bound: list[str], objs: int = 0) -> dict:
-    return {"blocks": {"train/0": {"objs": objs, "holds": holds, "bound": bound}}}
+def _commit(holds: list[str], bound: list[str], objs: int = 0) -> Commit:
+    return Commit.from_json(
+        {
+            "iteration": 0,
+            "blocks": {
+                "train/0": {
+                    "key": "k",
+                    "sha256": "",
+                    "bytes": 0,
+                    "objs": objs,
+                    "holds": holds,
+                    "bound": bound,
+                }  # fmt: skip
+            },
+        }
+    )
 
 
 def test_a_checkpoint_is_usable_when_it_holds_what_the_edited_end_takes() -> None:

@@ -91,13 +91,9 @@ def prepare(
     """
     _check_request(request)
     run = runs.load_run(store, check_name(request.name), request.run_id)
-    recorded_script = run.meta.get("script") or ""
+    recorded_script = run.meta.script or ""
     script = request.script or recorded_script
-    argv = (
-        list(request.args)
-        if request.args or script != recorded_script
-        else run.meta.get("argv", [])[1:]
-    )
+    argv = list(request.args) if request.args or script != recorded_script else run.meta.argv[1:]
     segment, replay_id = request.segment, request.replay_id
     if not request.workers and not segment:
         assigned = segment_from_env(environ)
@@ -105,11 +101,7 @@ def prepare(
             segment, replay_id = assigned.segment, replay_id or assigned.replay_id
             reporter.say(f"replaying segment {segment} (from {assigned.source})")
     original = read_script(script)
-    source = (
-        instrumented_source(script, original, reporter)
-        if run.meta.get("instrumented")
-        else original
-    )
+    source = instrumented_source(script, original, reporter) if run.meta.instrumented else original
     _warn_training_edits(store, run, original, source, script, reporter)
     options = Options(
         mode="replay",

@@ -7,12 +7,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from flor.errors import CorruptCheckpoint
+from flor.runs.records import CheckpointEntry
 from flor.runtime.codec import decode
 from flor.store import Store
 
 
 class CheckpointLoader:
-    def __init__(self, store: Store, expected: list[dict[str, Any]], window: int = 2) -> None:
+    def __init__(self, store: Store, expected: list[CheckpointEntry], window: int = 2) -> None:
         self.store = store
         self._order = deque(expected)
         self._window = window
@@ -23,18 +24,18 @@ class CheckpointLoader:
     def _fill(self) -> None:
         while len(self._futures) < self._window and self._order:
             entry = self._order.popleft()
-            self._futures[entry["key"]] = self._pool.submit(self._load, entry)
+            self._futures[entry.key] = self._pool.submit(self._load, entry)
 
-    def _load(self, entry: dict[str, Any]) -> Any:
+    def _load(self, entry: CheckpointEntry) -> Any:
         try:
-            data = self.store.get(entry["key"])
+            data = self.store.get(entry.key)
         except KeyError:
-            raise CorruptCheckpoint(entry["key"], "it is missing from the store") from None
-        return decode(data, entry["sha256"], entry["key"], self.store)
+            raise CorruptCheckpoint(entry.key, "it is missing from the store") from None
+        return decode(data, entry.sha256, entry.key, self.store)
 
-    def get(self, entry: dict[str, Any]) -> Any:
+    def get(self, entry: CheckpointEntry) -> Any:
         """The decoded snapshot tree of ``entry``; CorruptCheckpoint if unusable."""
-        future = self._futures.pop(entry["key"], None)
+        future = self._futures.pop(entry.key, None)
         self._fill()
         return future.result() if future is not None else self._load(entry)
 

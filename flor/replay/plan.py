@@ -27,12 +27,13 @@ script replaying itself (``--replay_flor``) plans in its own process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flor.errors import FlorError
 
 if TYPE_CHECKING:
     from flor.runs import RecordedRun
+    from flor.runs.records import CheckpointEntry, Commit
     from flor.transform import EndCall
 
 DEAD, QUIET, LIVE = "dead", "quiet", "live"
@@ -141,30 +142,34 @@ def sample_checks(candidates: list[int], k: int) -> frozenset[int]:
     return frozenset(candidates[(2 * i + 1) * len(candidates) // (2 * k)] for i in range(k))
 
 
-def _lacks(entry: dict[str, Any], end: EndCall | None, recorded: EndCall | None) -> str | None:
+def _lacks(entry: CheckpointEntry, end: EndCall | None, recorded: EndCall | None) -> str | None:
     """What the edited ``end`` call needs that a block's checkpoint does not hold, or None."""
     if end is None:
         return None
-    objs = entry.get("objs", len(recorded.positional) if recorded else 0)
+    objs = entry.objs
+    if objs is None:  # an older record: the recorded script's call says
+        objs = len(recorded.positional) if recorded else 0
     if len(end.positional) != objs:
         return f"{len(end.positional)} positional values where the record has {objs}"
-    held = entry.get("holds", [k for k, _ in recorded.keywords] if recorded else [])
+    held = entry.holds
+    if held is None:
+        held = tuple(k for k, _ in recorded.keywords) if recorded else ()
     needed = {k for k, _ in end.keywords}
-    if "bound" in entry:  # a name the recording's scope did not bind was unbound in a full run too
-        needed &= set(entry["bound"])
+    if entry.bound is not None:  # a name the recording's scope did not bind was unbound then too
+        needed &= set(entry.bound)
     missing = sorted(needed - set(held))
     return ", ".join(missing) if missing else None
 
 
 def usable_checkpoints(
-    commits: dict[int, dict[str, Any]], ends: dict[str, EndCall], recorded: dict[str, EndCall]
+    commits: dict[int, Commit], ends: dict[str, EndCall], recorded: dict[str, EndCall]
 ) -> dict[int, str | None]:
     """Each committed iteration -> None if its checkpoints hold every value the edited
     script's ``end`` calls take, else what they lack (replay must re-execute there)."""
     out: dict[int, str | None] = {}
     for g, commit in commits.items():
         out[g] = None
-        for block, entry in commit["blocks"].items():
+        for block, entry in commit.blocks.items():
             name = block.rsplit("/", 1)[0]
             if (why := _lacks(entry, ends.get(name), recorded.get(name))) is not None:
                 out[g] = f"block {name!r} lacks {why}"

@@ -27,6 +27,7 @@ from typing import Any
 from flor import runs
 from flor.errors import FlorError
 from flor.replay.local import SegmentFailure
+from flor.runs.records import SegmentResult
 from flor.store import STORE_ENV, StoreSettings
 
 RETRIES = 2
@@ -72,7 +73,7 @@ def run_segments_on_ray(
     address: str | None,
     working_dir: str,
     progress: Callable[[str], None],
-) -> tuple[list[dict[str, Any]], list[SegmentFailure]]:
+) -> tuple[list[SegmentResult], list[SegmentFailure]]:
     """Run segments 1..count as Ray tasks; return their results and the ones that failed.
 
     ``home`` is the local store: kept from travelling with ``working_dir``."""
@@ -110,7 +111,7 @@ def _run(
     store_url: str,
     count: int,
     progress: Callable[[str], None],
-) -> tuple[list[dict[str, Any]], list[SegmentFailure]]:
+) -> tuple[list[SegmentResult], list[SegmentFailure]]:
     gpus = ray.cluster_resources().get("GPU", 0)
     task = ray.remote(replay_segment).options(
         num_gpus=1 if gpus else 0,
@@ -128,7 +129,7 @@ def _run(
         (ref,), _ = ray.wait(list(pending), num_returns=1)
         index = pending.pop(ref)
         try:
-            results.append(ray.get(ref))
+            results.append(SegmentResult.from_json(ray.get(ref)))
             progress(f"segment {index}/{count} done in {time.perf_counter() - started:.1f}s")
         except Exception as e:  # after the retries: keep the others' results
             failures.append(_failure(index, e))

@@ -26,6 +26,7 @@ from flor.replay.plan import (
 from flor.replay.tally import ReplayTally
 from flor.replay.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
 from flor.runs import layout
+from flor.runs.records import CheckpointEntry, SegmentResult
 from flor.runtime.execfile import read_script
 from flor.runtime.options import Options
 from flor.runtime.reporter import Reporter
@@ -96,7 +97,7 @@ class Replayer(Session):
     def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
         super().__init__(options, store, reporter)
         self.run = runs.load_run(self.store, options.name, options.run_id)
-        self.script = options.script or self.run.meta.get("script") or ""
+        self.script = options.script or self.run.meta.script or ""
         self.source = options.source if options.source is not None else read_script(self.script)
         decided = plan_replay(self.run, self.source, self.script, options)
         if decided.lacking:
@@ -120,16 +121,16 @@ class Replayer(Session):
         self.tally = ReplayTally()
         self.verify_at = decided.verify
         self._restoring: Any = None
-        self._checking: dict[str, Any] | None = None
+        self._checking: CheckpointEntry | None = None
         self._closed = False
         atexit.register(self.close)
 
-    def _expected_reads(self) -> list[dict[str, Any]]:
+    def _expected_reads(self) -> list[CheckpointEntry]:
         reads = []
         for g in sorted(self.usable):
             if self.plan.action(g) == DEAD:
                 continue
-            for block, entry in self.run.commits[g]["blocks"].items():
+            for block, entry in self.run.commits[g].blocks.items():
                 if g in self.plan.entries or block.rsplit("/", 1)[0] not in self.probed:
                     reads.append(entry)
         return reads
@@ -141,7 +142,7 @@ class Replayer(Session):
         if loop == 0:
             self._match_numerics()
         if loop < len(self.run.loops):
-            count = self.run.loops[loop]["count"]
+            count = self.run.loops[loop].count
         else:
             count = max(self.run.iterations - first, 0)
         iterator, is_while = as_iterator(iterable)
@@ -180,7 +181,7 @@ class Replayer(Session):
     def _match_numerics(self) -> None:
         import torch
 
-        recorded = self.run.meta.get("numerics", {})
+        recorded = self.run.meta.numerics
         if recorded.get("threads") and torch.get_num_threads() != recorded["threads"]:
             torch.set_num_threads(recorded["threads"])
         if recorded.get("deterministic") is not None:
@@ -200,7 +201,8 @@ class Replayer(Session):
         g = self.iteration
         if g is None:
             return True
-        recorded = self.run.commits.get(g, {}).get("blocks", {}).get(f"{name}/{occurrence}")
+        commit = self.run.commits.get(g)
+        recorded = commit.blocks.get(f"{name}/{occurrence}") if commit is not None else None
         entry = recorded if g in self.usable else None
         must_restore = g in self.plan.entries
         if entry is None and must_restore:
@@ -215,13 +217,13 @@ class Replayer(Session):
             return True
         self.tally.block(name, executed=False)
         # An unchanged block run from the recorded state prints what it printed then.
-        self.stdout.write(self.run.commits[g].get("stdout", {}).get(f"{g}:{name}/{occurrence}", ""))
+        self.stdout.write(self.run.commits[g].stdout.get(f"{g}:{name}/{occurrence}", ""))
         end = self.ends.get(name)
         if end is not None:  # `end(model, loss)` must evaluate although the block did not bind loss
             bind(frame, dict.fromkeys(unbound(frame, end.variables), UNBOUND))
         return False
 
-    def _load(self, g: int, name: str, entry: dict[str, Any]) -> bool:
+    def _load(self, g: int, name: str, entry: CheckpointEntry) -> bool:
         """Load the checkpoint to restore at the block's end; False (re-execute) if corrupt."""
         try:
             self._restoring = self.loader.get(entry)
@@ -235,7 +237,7 @@ class Replayer(Session):
     def _check(
         self,
         name: str,
-        entry: dict[str, Any],
+        entry: CheckpointEntry,
         objs: tuple[Any, ...],
         named: dict[str, Any],
         frame: Frame,
@@ -247,7 +249,7 @@ class Replayer(Session):
         try:
             tree = self.loader.get(entry)
         except CorruptCheckpoint as e:
-            self.warn_once(f"corrupt-check:{entry['key']}", f"{e}; not verified")
+            self.warn_once(f"corrupt-check:{entry.key}", f"{e}; not verified")
             return None
         scope = stateful_in_scope(visible_names(frame))
         live = state_nodes(objs, named, scope, labels)
@@ -334,17 +336,17 @@ class Replayer(Session):
         self._closed = True
         self.loader.close()
         index, count = self.options.segment
-        result = {
-            "run_id": self.run.run_id,
-            "segment": [index, count],
-            "iterations": sorted(self.live),
-            "probed": sorted(self.probed),
-            "output": self.stdout.text(),
-            "logs": self.logs,
-            "finished": time.time(),
-        }
+        result = SegmentResult(
+            run_id=self.run.run_id,
+            segment=(index, count),
+            iterations=tuple(sorted(self.live)),
+            probed=tuple(sorted(self.probed)),
+            output=self.stdout.text(),
+            logs=tuple(self.logs),
+            finished=time.time(),
+        )
         key = layout.segment_key(self.run.prefix, self.replay_id, index, count)
-        layout.put_json(self.store, key, result)
+        layout.put_json(self.store, key, result.to_json())
         self.store.put(
             layout.replay_source_key(self.run.prefix, self.replay_id), self.source.encode()
         )

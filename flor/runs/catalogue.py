@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from flor.errors import FlorError
 from flor.runs.layout import (
@@ -16,6 +15,7 @@ from flor.runs.layout import (
     run_prefix,
     source_key,
 )
+from flor.runs.records import CheckpointEntry, Commit, LoopEnd, RunMeta, SegmentResult
 from flor.store import Store
 
 
@@ -34,10 +34,10 @@ class RecordedRun:
 
     name: str
     run_id: str
-    meta: dict[str, Any]
+    meta: RunMeta
     source: str
-    commits: dict[int, dict[str, Any]] = field(default_factory=dict)  # iteration -> entry
-    loops: list[dict[str, Any]] = field(default_factory=list)
+    commits: dict[int, Commit] = field(default_factory=dict)  # iteration -> its commit
+    loops: list[LoopEnd] = field(default_factory=list)
     timings: dict[int, float] = field(default_factory=dict)  # iteration -> seconds
     block_timings: dict[int, float] = field(default_factory=dict)  # iteration -> block seconds
 
@@ -48,7 +48,7 @@ class RecordedRun:
     @property
     def iterations(self) -> int:
         """How many main-loop iterations the record covers."""
-        ends = [lp["first"] + lp["count"] for lp in self.loops]
+        ends = [lp.end for lp in self.loops]
         return max(
             [*ends, *(k + 1 for k in self.commits), *(k + 1 for k in self.timings)], default=0
         )
@@ -56,30 +56,29 @@ class RecordedRun:
     @property
     def complete(self) -> bool:
         """Whether the last loop ended normally (not killed while training)."""
-        return bool(self.loops) and (
-            self.loops[-1]["first"] + self.loops[-1]["count"] == self.iterations
-        )
+        return bool(self.loops) and self.loops[-1].end == self.iterations
 
 
-def replay_results(store: Store, prefix: str, replay_id: str) -> list[dict[str, Any]]:
-    """What each segment of replay ``replay_id`` printed and logged (one dict per segment)."""
+def replay_results(store: Store, prefix: str, replay_id: str) -> list[SegmentResult]:
+    """What each segment of replay ``replay_id`` printed and logged."""
     folder = replay_folder(prefix, replay_id)
-    return [get_json(store, k) for k in store.keys(folder) if k.endswith(".json")]
+    keys = [k for k in store.keys(folder) if k.endswith(".json")]
+    return [SegmentResult.from_json(get_json(store, k)) for k in keys]
 
 
-def checkpoints(run: RecordedRun) -> list[dict[str, Any]]:
+def checkpoints(run: RecordedRun) -> list[CheckpointEntry]:
     """The journal's entry of every committed checkpoint of ``run``."""
-    return [block for entry in run.commits.values() for block in entry["blocks"].values()]
+    return [block for commit in run.commits.values() for block in commit.blocks.values()]
 
 
 def referenced_blobs(run: RecordedRun) -> dict[str, int]:
     """The tensor blobs (sha256 -> bytes) the run's checkpoints point at."""
-    return {sha: n for ckpt in checkpoints(run) for sha, n in ckpt.get("blobs", {}).items()}
+    return {sha: n for ckpt in checkpoints(run) for sha, n in ckpt.blobs.items()}
 
 
 def recorded_original(store: Store, run: RecordedRun) -> str:
     """The user's script as recorded: before ``flor run`` rewrote it, if it did."""
-    if run.meta.get("instrumented"):
+    if run.meta.instrumented:
         return store.get(original_key(run.prefix)).decode()
     return run.source
 
@@ -95,21 +94,22 @@ def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
         raise FlorError("no-run", f"run {name}/{run_id} not found (runs: {', '.join(runs)})")
     prefix = run_prefix(name, run_id)
     try:
-        meta = get_json(store, meta_key(prefix))
+        meta = RunMeta.from_json(get_json(store, meta_key(prefix)))
         source = store.get(source_key(prefix)).decode()
     except (KeyError, ValueError) as e:
         raise FlorError("bad-run", f"run {name}/{run_id} is damaged: {e}") from None
     run = RecordedRun(name, run_id, meta, source)
     for key in store.keys(journal_folder(prefix)):
         try:
-            entry = get_json(store, key)
+            data = get_json(store, key)
         except ValueError:
             continue  # only possible for a foreign file: our puts are atomic
-        run.timings.update({int(k): v for k, v in entry.get("timings", {}).items()})
-        run.block_timings.update({int(k): v for k, v in entry.get("block_timings", {}).items()})
-        if is_loop_end(key):
+        entry = LoopEnd.from_json(data) if is_loop_end(key) else Commit.from_json(data)
+        run.timings.update(entry.timings)
+        run.block_timings.update(entry.block_timings)
+        if isinstance(entry, LoopEnd):
             run.loops.append(entry)
-        elif entry.get("blocks"):  # `flor gc --checkpoints-only` leaves entries without data
-            run.commits[entry["iteration"]] = entry
-    run.loops.sort(key=lambda lp: lp["loop"])
+        elif entry.blocks:  # `flor gc --checkpoints-only` leaves entries without data
+            run.commits[entry.iteration] = entry
+    run.loops.sort(key=lambda lp: lp.loop)
     return run

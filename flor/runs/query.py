@@ -18,11 +18,11 @@ def summary(store: Store, run: runs.RecordedRun) -> dict[str, Any]:
     """One run: its metadata plus what its journal says."""
     replays = store.children(layout.replays_folder(run.prefix))
     ckpts = runs.checkpoints(run)
-    new_blobs = sum(c.get("new_blob_bytes", 0) for c in ckpts)
-    logical = sum(c["bytes"] + sum(c.get("blobs", {}).values()) for c in ckpts)
-    stored = sum(c["bytes"] for c in ckpts) + new_blobs
+    new_blobs = sum(c.new_blob_bytes for c in ckpts)
+    logical = sum(c.bytes + sum(c.blobs.values()) for c in ckpts)
+    stored = sum(c.bytes for c in ckpts) + new_blobs
     return {
-        **run.meta,
+        **run.meta.to_json(),
         "iterations": run.iterations,
         "complete": run.complete,
         "committed": sorted(run.commits),
@@ -42,7 +42,7 @@ def logged_values(store: Store, name: str, run_id: str) -> list[dict[str, Any]]:
             rows.append({"source": "record", **json.loads(line)})
     for replay_id in store.children(layout.replays_folder(prefix)):
         for segment in runs.replay_results(store, prefix, replay_id):
-            for entry in segment.get("logs", []):
+            for entry in segment.logs:
                 rows.append({"source": f"replay {replay_id}", **entry})
     rows.sort(key=lambda r: (r["iteration"] if r["iteration"] is not None else -1, r["source"]))
     return rows

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flor import runs
 from flor.runs import layout
+from flor.runs.records import Commit
 from flor.store import Store
 
 
@@ -38,7 +39,7 @@ def select(
         newest[experiment] = set(ids[len(ids) - keep :]) if keep else set()
 
     def chosen(run: runs.RecordedRun) -> bool:
-        started = run.meta.get("started", 0)
+        started = run.meta.started
         if older_than_days is not None and started > time.time() - older_than_days * 86400:
             return False
         return (not name or run.name == name) and (
@@ -77,9 +78,9 @@ def delete(store: Store, found: Collection, checkpoints_only: bool) -> None:
         for prefix in found.keys:
             for key in store.keys(layout.journal_folder(prefix)):
                 if not layout.is_loop_end(key):
-                    entry = layout.get_json(store, key)
-                    entry["blocks"] = {}  # replay re-executes these iterations
-                    layout.put_json(store, key, entry)
+                    commit = Commit.from_json(layout.get_json(store, key))
+                    emptied = replace(commit, blocks={})  # replay re-executes these iterations
+                    layout.put_json(store, key, emptied.to_json())
         store.flush()  # no entry may point at data once it is gone (on S3: uploaded first)
     for keys in found.keys.values():
         for key in keys:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flor.runs import layout
+from flor.runs.records import CheckpointEntry
 from flor.runtime.codec import encode
 from flor.runtime.scope import cheap_values
 from flor.runtime.session import Frame, visible_names
@@ -26,7 +27,7 @@ from flor.store import Store
 class Written:
     """What a checkpoint write produced: its journal entry, and its bytes."""
 
-    entry: dict[str, Any]
+    entry: CheckpointEntry
     logical: int  # what it holds
     stored: int  # what it added to the store, after deduplication
 
@@ -54,22 +55,22 @@ class Checkpointer:
             "values": _each(snap, cheap_values(frame.f_locals)),
             "rng": capture_rng(),
         }
-        bound = sorted(k for k in frame.f_locals if not k.startswith("__"))
+        bound = tuple(sorted(k for k in frame.f_locals if not k.startswith("__")))
         key = layout.ckpt_key(self.prefix, g, *block)
 
         def write() -> Written:
             enc = encode(tree, self.store)
             self.store.put(key, enc.data)
-            entry = {
-                "key": key,
-                "sha256": enc.sha256,
-                "bytes": len(enc.data),
-                "blobs": enc.blobs,
-                "new_blob_bytes": enc.new_blob_bytes,
-                "objs": len(tree["objs"]),
-                "holds": sorted({*tree["named"], *tree["values"]}),
-                "bound": bound,  # a name outside it was unbound: restoring UNBOUND is right
-            }
+            entry = CheckpointEntry(
+                key=key,
+                sha256=enc.sha256,
+                bytes=len(enc.data),
+                blobs=enc.blobs,
+                new_blob_bytes=enc.new_blob_bytes,
+                objs=len(tree["objs"]),
+                holds=tuple(sorted({*tree["named"], *tree["values"]})),
+                bound=bound,  # a name outside it was unbound: restoring UNBOUND is right
+            )
             return Written(entry, enc.logical, enc.stored)
 
         future: Future[Written] = self.writer.submit(g, write, snap.nbytes)

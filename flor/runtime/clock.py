@@ -42,11 +42,12 @@ class IterationClock:
         """``seconds`` of flor's own work inside the iteration: not training."""
         self._stall += seconds
 
-    def take(self) -> dict[str, dict[str, float]]:
-        """Seconds per iteration and per iteration's blocks since the last journal entry."""
+    def take(self) -> tuple[dict[int, float], dict[int, float]]:
+        """Seconds per iteration, and in its blocks, since the last journal entry."""
         timings, self._timings = self._timings, {}
         blocks, self._block_seconds = self._block_seconds, {}
-        return {
-            "timings": {str(k): round(v, 6) for k, v in timings.items()},
-            "block_timings": {str(k): round(v, 6) for k, v in blocks.items()},
-        }
+        return _rounded(timings), _rounded(blocks)
+
+
+def _rounded(seconds: dict[int, float]) -> dict[int, float]:
+    return {k: round(v, 6) for k, v in seconds.items()}

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from flor.runs import layout
+from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.store import Store
 
 
@@ -21,25 +22,26 @@ class RunJournal:
         self.store = store
         self.prefix = prefix
 
-    def start(self, meta: dict[str, Any], source: str, original: str | None) -> None:
+    def start(self, meta: RunMeta, source: str, original: str | None) -> None:
         self.write_meta(meta)
         self.store.put(layout.source_key(self.prefix), source.encode())
         if original is not None:
             self.store.put(layout.original_key(self.prefix), original.encode())
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        layout.put_json(self.store, layout.meta_key(self.prefix), meta)
+    def write_meta(self, meta: RunMeta) -> None:
+        layout.put_json(self.store, layout.meta_key(self.prefix), meta.to_json())
 
-    def commit(self, iteration: int, entry: dict[str, Any], logs: list[dict[str, Any]]) -> None:
-        """Make iteration ``iteration``'s checkpoints visible to replay (its data is written)."""
-        self._write_logs(layout.iteration_logs_key(self.prefix, iteration), logs)
-        layout.put_json(self.store, layout.commit_key(self.prefix, iteration), entry)
+    def commit(self, commit: Commit, logs: list[dict[str, Any]]) -> None:
+        """Make an iteration's checkpoints visible to replay (their data is written)."""
+        self._write_logs(layout.iteration_logs_key(self.prefix, commit.iteration), logs)
+        key = layout.commit_key(self.prefix, commit.iteration)
+        layout.put_json(self.store, key, commit.to_json())
 
-    def end_loop(self, loop: int, entry: dict[str, Any], logs: list[dict[str, Any]]) -> None:
-        self._write_logs(layout.loop_logs_key(self.prefix, loop), logs)
-        layout.put_json(self.store, layout.loop_end_key(self.prefix, loop), entry)
+    def end_loop(self, end: LoopEnd, logs: list[dict[str, Any]]) -> None:
+        self._write_logs(layout.loop_logs_key(self.prefix, end.loop), logs)
+        layout.put_json(self.store, layout.loop_end_key(self.prefix, end.loop), end.to_json())
 
-    def finish(self, meta: dict[str, Any], outside: dict[str, str]) -> None:
+    def finish(self, meta: RunMeta, outside: dict[str, str]) -> None:
         """The output printed outside ``flor.it`` loops, then how the run ended."""
         layout.put_json(self.store, layout.stdout_key(self.prefix), outside)
         self.write_meta(meta)

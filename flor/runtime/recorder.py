@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from flor.runs import layout
+from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpointer import Checkpointer, Written
 from flor.runtime.clock import IterationClock
 from flor.runtime.journal import RunJournal
@@ -53,21 +54,20 @@ class Recorder(Session):
         sys.stdout = self.stdout
         atexit.register(self.close)
 
-    def _initial_meta(self) -> dict[str, Any]:
-        return {
-            "name": self.options.name,
-            "run_id": self.run_id,
-            "script": self.options.script,
-            "argv": list(self.options.argv if self.options.argv is not None else sys.argv),
-            "cwd": os.getcwd(),
-            "started": time.time(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "epsilon": self.options.epsilon,
-            "status": "running",
-            "instrumented": self.options.original is not None,
-            "git_commit": _git_commit(self.options.script),
-        }
+    def _initial_meta(self) -> RunMeta:
+        return RunMeta(
+            name=self.options.name,
+            run_id=self.run_id,
+            script=self.options.script,
+            argv=tuple(self.options.argv if self.options.argv is not None else sys.argv),
+            cwd=os.getcwd(),
+            started=time.time(),
+            python=platform.python_version(),
+            platform=platform.platform(),
+            epsilon=self.options.epsilon,
+            instrumented=self.options.original is not None,
+            git_commit=_git_commit(self.options.script),
+        )
 
     def _read_source(self) -> str:
         if self.options.source is not None:
@@ -88,7 +88,7 @@ class Recorder(Session):
         loop, first = self.loops, self.next_iteration
         self.loops += 1
         if loop == 0:
-            self.meta["numerics"] = numeric_environment()
+            self.meta = self.meta.updated(numerics=numeric_environment())
             self.journal.write_meta(self.meta)
         iterator, _ = as_iterator(iterable)
         status = "closed"  # break, or an exception in the loop body, closes the generator
@@ -121,29 +121,26 @@ class Recorder(Session):
 
     def _submit_commit(self, g: int, blocks: dict[str, Future[Written]]) -> None:
         """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
-        entry: dict[str, Any] = {"iteration": g, **self.clock.take()}
-        entry["stdout"] = self.stdout.take_iterations(g)
+        timings, block_timings = self.clock.take()
+        stdout = self.stdout.take_iterations(g)
         logs, self.logs = self.logs, []
 
         def commit() -> None:
-            entry["blocks"] = {label: f.result().entry for label, f in blocks.items()}
-            self.journal.commit(g, entry, logs)  # last: makes g visible
-            self.policy.settle(g)
+            entries = {label: f.result().entry for label, f in blocks.items()}
+            self.journal.commit(Commit(g, entries, stdout, timings, block_timings), logs)
+            self.policy.settle(g)  # last: the commit made g visible
 
         self.writer.submit(g, commit, commit=True)
         self.written.extend(blocks.values())
 
     def _end_loop(self, loop: int, first: int, status: str) -> None:
-        entry = {
-            "loop": loop,
-            "first": first,
-            "count": self.next_iteration - first,
-            "status": status,
-            **self.clock.take(),
-            "stdout": self.stdout.take_iterations(self.next_iteration),
-        }
+        timings, block_timings = self.clock.take()
+        stdout = self.stdout.take_iterations(self.next_iteration)
+        end = LoopEnd(
+            loop, first, self.next_iteration - first, status, stdout, timings, block_timings
+        )
         logs, self.logs = self.logs, []
-        self.writer.submit(-1, lambda: self.journal.end_loop(loop, entry, logs))
+        self.writer.submit(-1, lambda: self.journal.end_loop(end, logs))
         self.writer.flush()
         self._report()
 
@@ -208,14 +205,14 @@ class Recorder(Session):
     def _report(self) -> None:
         overhead = self.policy.overhead(self.clock.compute)
         logical, stored = self._bytes()
-        self.meta.update(
+        self.meta = self.meta.updated(
             iterations=self.next_iteration,
             checkpoints=self.policy.taken,
             checkpoint_bytes=logical,
             stored_bytes=stored,
             compute_seconds=round(self.clock.compute, 3),
             overhead=round(overhead, 5),
-            stall_seconds=[round(s, 6) for s in self.stalls[-1000:]],
+            stall_seconds=tuple(round(s, 6) for s in self.stalls[-1000:]),
         )
         self.reporter.say(
             f"recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
@@ -230,11 +227,11 @@ class Recorder(Session):
             return
         self._closed = True
         self.writer.close()
-        self.meta.update(
+        self.meta = self.meta.updated(
             status="finished" if not exit_status else "failed",
             exit_status=exit_status,
             ended=time.time(),
-            warnings=self.writer.warnings,
+            warnings=tuple(self.writer.warnings),
         )
         if self.loops == 0 and not exit_status:
             self.reporter.warn(

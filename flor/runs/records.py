@@ -1,0 +1,160 @@
+"""The records a run is made of, typed: what its JSON files hold, and nothing else.
+
+Each record reads itself from JSON (``from_json``) and writes itself back
+(``to_json``) in exactly the format the store has always held, so runs
+recorded before these types existed still load: fields a record does not know
+are kept in ``extra`` and written back, and fields it lacks take defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
+
+R = TypeVar("R", bound="_Record")
+
+
+@dataclass(frozen=True)
+class _Record:
+    extra: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
+
+    @classmethod
+    def from_json(cls: type[R], data: Mapping[str, Any]) -> R:
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values = {k: cls._decode(k, v) for k, v in data.items() if k in known}
+        return cls(**values, extra={k: v for k, v in data.items() if k not in known})
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        return value
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.extra)
+        for f in fields(self):
+            if f.name != "extra":
+                out[f.name] = _jsonable(getattr(self, f.name))
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, _Record):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _timings(value: Mapping[str, float]) -> dict[int, float]:
+    return {int(k): v for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class RunMeta(_Record):
+    """``run.json``: what was run and how it ended (rewritten at the end of the run)."""
+
+    name: str = ""
+    run_id: str = ""
+    script: str | None = None
+    argv: tuple[str, ...] = ()
+    cwd: str = ""
+    started: float = 0.0
+    ended: float | None = None
+    python: str = ""
+    platform: str = ""
+    epsilon: float = 0.0
+    status: str = "running"
+    exit_status: int | None = None
+    instrumented: bool = False  # `flor run` rewrote the script; original.py holds the user's
+    git_commit: str | None = None
+    numerics: Mapping[str, Any] = field(default_factory=dict)
+    iterations: int = 0
+    checkpoints: int = 0
+    checkpoint_bytes: int = 0
+    stored_bytes: int = 0
+    compute_seconds: float = 0.0
+    overhead: float = 0.0
+    stall_seconds: tuple[float, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        return tuple(value) if name in ("argv", "stall_seconds", "warnings") else value
+
+    def updated(self, **changes: Any) -> RunMeta:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class CheckpointEntry(_Record):
+    """One block's checkpoint, as its iteration's commit records it."""
+
+    key: str
+    sha256: str
+    bytes: int
+    blobs: Mapping[str, int] = field(default_factory=dict)  # tensor blob sha256 -> bytes
+    new_blob_bytes: int = 0  # blob bytes the store did not hold before
+    objs: int | None = None  # positional values of SkipBlock.end (None: an older record)
+    holds: tuple[str, ...] | None = None  # values held by name (None: an older record)
+    bound: tuple[str, ...] | None = None  # names bound in the scope at the end of the block
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        return tuple(value) if name in ("holds", "bound") and value is not None else value
+
+
+@dataclass(frozen=True)
+class Commit(_Record):
+    """``journal/ITER.json``: iteration ITER's checkpoints exist (written after their data)."""
+
+    iteration: int
+    blocks: Mapping[str, CheckpointEntry] = field(default_factory=dict)  # "name/occurrence"
+    stdout: Mapping[str, str] = field(default_factory=dict)  # what each iteration printed
+    timings: Mapping[int, float] = field(default_factory=dict)  # seconds per iteration
+    block_timings: Mapping[int, float] = field(default_factory=dict)  # of which in blocks
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        if name == "blocks":
+            return {k: CheckpointEntry.from_json(v) for k, v in value.items()}
+        return _timings(value) if name in ("timings", "block_timings") else value
+
+
+@dataclass(frozen=True)
+class LoopEnd(_Record):
+    """``journal/loop-N.json``: the N-th ``flor.it`` loop ended."""
+
+    loop: int
+    first: int  # its first iteration, numbered across the run's loops
+    count: int
+    status: str = "exhausted"  # or "closed": a break, or an exception in the body
+    stdout: Mapping[str, str] = field(default_factory=dict)
+    timings: Mapping[int, float] = field(default_factory=dict)
+    block_timings: Mapping[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        return _timings(value) if name in ("timings", "block_timings") else value
+
+    @property
+    def end(self) -> int:
+        return self.first + self.count
+
+
+@dataclass(frozen=True)
+class SegmentResult(_Record):
+    """``replays/ID/segment-I-of-N.json``: what one segment of a replay printed and logged."""
+
+    run_id: str
+    segment: tuple[int, int]
+    iterations: tuple[int, ...]
+    probed: tuple[str, ...] = ()
+    output: Mapping[str, str] = field(default_factory=dict)  # "pre", each iteration, "post"
+    logs: tuple[Mapping[str, Any], ...] = ()
+    finished: float = 0.0
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        return tuple(value) if name in ("segment", "iterations", "probed", "logs") else value

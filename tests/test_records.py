@@ -1,0 +1,43 @@
+"""The run's records read and write the JSON the store has always held."""
+
+from __future__ import annotations
+
+from flor.runs.records import CheckpointEntry, Commit, LoopEnd, RunMeta, SegmentResult
+
+
+def test_records_round_trip_their_json() -> None:
+    commit = {
+        "iteration": 3,
+        "blocks": {
+            "train/0": {
+                "key": "k",
+                "sha256": "s",
+                "bytes": 9,
+                "blobs": {"ab": 70000},
+                "new_blob_bytes": 0,
+                "objs": 2,
+                "holds": ["loss"],
+                "bound": ["loss", "model"],
+            }
+        },  # fmt: skip
+        "stdout": {"3": "epoch 3\n"},
+        "timings": {"2": 0.5, "3": 0.25},
+        "block_timings": {"3": 0.2},
+    }
+    typed = Commit.from_json(commit)
+    assert typed.timings == {2: 0.5, 3: 0.25} and typed.blocks["train/0"].holds == ("loss",)
+    assert typed.to_json() == commit
+    loop = {"loop": 0, "first": 0, "count": 4, "status": "exhausted", "stdout": {},
+            "timings": {}, "block_timings": {}}  # fmt: skip
+    assert LoopEnd.from_json(loop).end == 4 and LoopEnd.from_json(loop).to_json() == loop
+    segment = {"run_id": "r", "segment": [1, 2], "iterations": [0, 1], "probed": [],
+               "output": {"pre": "", "0": "a\n"}, "logs": [], "finished": 1.0}  # fmt: skip
+    assert SegmentResult.from_json(segment).to_json() == segment
+
+
+def test_older_records_load_and_keep_what_they_do_not_know() -> None:
+    entry = CheckpointEntry.from_json({"key": "k", "sha256": "s", "bytes": 1})
+    assert (entry.objs, entry.holds, entry.bound) == (None, None, None)  # the plan then asks
+    meta = RunMeta.from_json({"name": "n", "argv": ["t.py", "3"], "someday": {"x": 1}})
+    assert meta.argv == ("t.py", "3") and meta.to_json()["someday"] == {"x": 1}
+    assert meta.updated(status="finished").to_json()["status"] == "finished"
