@@ -194,3 +194,23 @@ def test_functions_stay_short() -> None:
     assert statistics.median(lengths.values()) < 12
     long = {k: v for k, v in lengths.items() if v > 60}
     assert not long, f"functions over 60 lines: {long}"
+
+
+def test_the_readme_layout_lists_every_module() -> None:
+    """The README's layout block names each file of ``flor/``; a folder line stands for its
+    ``__init__.py``."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    listed, folder = set(), ""
+    for line in block.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        if line.startswith("flor/") and name.endswith("/"):
+            folder = name
+            listed.add(f"{name}__init__.py")
+        elif line.startswith("flor/"):
+            folder = ""
+            listed.add(name)
+        elif line.startswith("  ") and name.endswith(".py") and folder:
+            listed.add(folder + name)
+    present = {str(p.relative_to(ROOT)) for p in FLOR.rglob("*.py")}
+    assert listed == present, (sorted(present - listed), sorted(listed - present))
