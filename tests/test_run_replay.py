@@ -172,6 +172,7 @@ def test_plan_iterations_and_looking_at_runs(flor_env: Flor) -> None:
     truth_lines = f.python(script).stdout.splitlines(keepends=True)
     chosen = f.cli("replay", "--name", "exp", "--iterations", "4").stdout
     assert chosen == "".join(truth_lines[8:10]), "iteration 4 alone: its two lines"
+    assert f.cli("replay", "--name", "exp", FLOR_ITERATIONS="4").stdout == chosen
     run_dir = f.latest_run("exp")
     meta = json.loads((run_dir / "run.json").read_text())
     assert (

@@ -47,9 +47,9 @@ def test_record_to_s3_replay_from_s3_alone_lazily(s3_flor: Flor) -> None:
     expected = truth(f)
     shutil.rmtree(cache(f))  # nothing local: the store URL and credentials are all there is
     assert f.cli("replay", "--name", "ft", "--workers", "2").stdout == expected
-    shutil.rmtree(cache(f))
-    f.cli("replay", "--name", "ft", "--iterations", "4")
-    fetched = sorted(p.name for p in cache(f).rglob("ckpt/*.pt"))
+    elsewhere = f.work / "cache"  # FLOR_CACHE: where the write-back cache lives
+    f.cli("replay", "--name", "ft", "--iterations", "4", FLOR_CACHE=str(elsewhere))
+    fetched = sorted(p.name for p in elsewhere.rglob("ckpt/*.pt"))
     # the state its segment starts from, and iteration 4's own block; not the other four
     assert fetched == ["00000003.main.L0.0.pt", "00000004.main.L0.0.pt"]
 
