@@ -1,0 +1,80 @@
+"""The recorder's parts, in-process: clock, writer, checkpointer, journal."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from flor import runs
+from flor.replay.loader import CheckpointLoader
+from flor.runs.records import Commit, LoopEnd, RunMeta
+from flor.runtime.checkpointer import Checkpointer
+from flor.runtime.clock import IterationClock
+from flor.runtime.journal import RunJournal
+from flor.runtime.writer import BackgroundWriter
+from flor.store import LocalStore
+
+
+def test_the_clock_leaves_flor_s_own_time_out_of_training_time() -> None:
+    clock = IterationClock()
+    clock.begin_iteration()
+    time.sleep(0.02)
+    clock.stalled(0.015)
+    clock.end_iteration(0)
+    timings, blocks = clock.take()
+    assert 0.004 < timings[0] < 0.015 and blocks == {}
+    assert clock.take() == ({}, {}), "taken once, for one journal entry"
+
+
+def test_a_failed_job_fails_its_iteration_and_its_commit_is_dropped() -> None:
+    warnings: list[str] = []
+    writer = BackgroundWriter(lambda g, s: None, warnings.append)
+
+    def disk_full() -> None:
+        raise OSError("No space left on device")
+
+    data = writer.submit(3, disk_full)
+    commit = writer.submit(3, lambda: "committed", commit=True)
+    later = writer.submit(4, lambda: "fine", commit=True)
+    writer.close()
+    assert isinstance(data.exception(), OSError) and commit.cancelled()
+    assert later.result() == "fine"
+    assert warnings == [
+        "checkpoint of iteration 3 skipped: No space left on device",
+        "checkpoint of iteration 3 not committed; replay re-executes it",
+    ]
+
+
+def test_a_checkpoint_is_written_in_the_background_and_reads_back(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    writer = BackgroundWriter(lambda g, s: None, lambda message: None)
+    model = torch.nn.Linear(3, 2)
+    step, last_loss = 7, torch.tensor(0.5)  # a local the scope capture keeps
+    taken = Checkpointer(store, "exp/r1", writer).take(
+        2, ("train", 0), (model,), {"step": step}, sys._getframe()
+    )
+    written = taken.result(timeout=30)
+    writer.close()
+    entry = written.entry
+    assert entry.key == "exp/r1/ckpt/00000002.train.0.pt" and entry.objs == 1
+    assert "step" in (entry.holds or ()) and "last_loss" in (entry.holds or ())
+    tree = CheckpointLoader(store, []).get(entry)
+    assert torch.equal(tree["objs"][0]["v"]["weight"], model.weight.detach())
+    assert written.logical >= entry.bytes > 0 and last_loss.item() == 0.5
+
+
+def test_the_journal_writes_what_the_catalogue_reads(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    journal = RunJournal(store, "exp/r1")
+    journal.start(RunMeta(name="exp", run_id="r1", argv=("t.py",)), "print(1)\n", None)
+    journal.commit(Commit(0, {}, {"0": "a\n"}, {0: 0.5}, {0: 0.25}), [{"iteration": 0}])
+    journal.end_loop(LoopEnd(0, 0, 2, "exhausted", {}, {1: 0.5}, {}), [])
+    journal.finish(RunMeta(name="exp", run_id="r1", status="finished"), {"pre": "", "post": ""})
+    run = runs.load_run(store, "exp")
+    assert run.meta.status == "finished" and run.source == "print(1)\n"
+    assert run.iterations == 2 and run.complete and run.timings == {0: 0.5, 1: 0.5}
+    assert run.commits == {}, "a commit without blocks holds no checkpoint"
+    assert (tmp_path / "exp/r1/logs/00000000.jsonl").exists()
