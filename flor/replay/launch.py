@@ -19,6 +19,7 @@ from flor.replay.activate import start
 from flor.replay.local import SegmentFailure
 from flor.replay.merge import merged_output
 from flor.replay.plan import DEAD, check_segments
+from flor.replay.ray_backend import shipped_env
 from flor.replay.segments import segment_from_env
 from flor.runs import layout
 from flor.runs.query import ranges
@@ -78,7 +79,8 @@ class Prepared:
     script: str
     argv: list[str]
     workers: int | None
-    ray_address: str | None  # None: local workers; "": Ray's default
+    ray_address: str | None  # None: local workers; "local": a new local Ray instance
+    ray_env: dict[str, str]  # what Ray tasks must see to reach the store
 
 
 def prepare(
@@ -116,8 +118,18 @@ def prepare(
         verify=request.verify,
     )
     check_segments(run, options.segment[1])
-    ray = (request.address or "") if request.backend == "ray" else None
-    return Prepared(run, options, script, list(argv), request.workers, ray)
+    # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
+    ray = request.address or environ.get("RAY_ADDRESS") or "local"
+    on_ray = request.backend == "ray"
+    return Prepared(
+        run,
+        options,
+        script,
+        list(argv),
+        request.workers,
+        ray if on_ray else None,
+        shipped_env(environ) if on_ray else {},
+    )
 
 
 def _check_request(request: ReplayRequest) -> None:
@@ -197,8 +209,9 @@ def replay_in_parallel(
             store_url,
             settings.home,
             workers,
-            prepared.ray_address or None,
+            prepared.ray_address or "local",
             os.path.dirname(os.path.abspath(prepared.script)),
+            prepared.ray_env,
             reporter.say,
         )
     else:

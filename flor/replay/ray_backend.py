@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flor import runs
@@ -59,7 +59,7 @@ def replay_segment(args: list[str], result_key: str, store_url: str) -> dict[str
     return result
 
 
-def shipped_env(environ: dict[str, str] | os._Environ[str] = os.environ) -> dict[str, str]:
+def shipped_env(environ: Mapping[str, str]) -> dict[str, str]:
     """What workers must see to reach the store: flor's store variables and AWS's."""
     return {k: v for k, v in environ.items() if k in _SHIPPED_ENV or k.startswith("AWS_")}
 
@@ -70,8 +70,9 @@ def run_segments_on_ray(
     store_url: str,
     home: str,
     count: int,
-    address: str | None,
+    address: str,
     working_dir: str,
+    env_vars: dict[str, str],
     progress: Callable[[str], None],
 ) -> tuple[list[SegmentResult], list[SegmentFailure]]:
     """Run segments 1..count as Ray tasks; return their results and the ones that failed.
@@ -85,11 +86,9 @@ def run_segments_on_ray(
         ) from None
     runtime_env = {
         "working_dir": working_dir,
-        "env_vars": shipped_env(),
+        "env_vars": env_vars,
         "excludes": [*_EXCLUDES, *_stores_inside(home, working_dir)],
     }
-    # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
-    address = address or os.environ.get("RAY_ADDRESS") or "local"
     local: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
     _check_reachable(address)
     with contextlib.redirect_stdout(sys.stderr):  # Ray's own messages must not mix with output

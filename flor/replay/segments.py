@@ -8,7 +8,6 @@ write into one replay id, so their outputs sit side by side in the store.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ class Assigned:
     source: str  # the variables it came from, for the progress line
 
 
-def segment_from_env(environ: Mapping[str, str] = os.environ) -> Assigned | None:
+def segment_from_env(environ: Mapping[str, str]) -> Assigned | None:
     """The segment a Slurm array task or a torchrun rank replays; None outside both."""
     if "SLURM_ARRAY_TASK_ID" in environ and "SLURM_ARRAY_TASK_COUNT" in environ:
         task = _int(environ, "SLURM_ARRAY_TASK_ID")
