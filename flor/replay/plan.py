@@ -26,6 +26,7 @@ script replaying itself (``--replay_flor``) plans in its own process.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,8 +49,9 @@ class Plan:
     def action(self, iteration: int) -> str:
         return self.actions[iteration] if iteration < len(self.actions) else DEAD
 
-    @property
+    @functools.cached_property
     def last_live(self) -> int:
+        """The last iteration shown (-1: none); read every iteration, so computed once."""
         lives = [i for i, a in enumerate(self.actions) if a == LIVE]
         return lives[-1] if lives else -1
 
