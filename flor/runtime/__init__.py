@@ -1,5 +1,5 @@
 """What instrumented code calls: run context, flor.it, SkipBlock, state, checkpoints.
 
-Modules that need torch (recorder, replayer, state, codec) are imported only
+Modules that need torch (recorder, state, codec) are imported only
 once a run is active, so ``import flor`` stays cheap.
 """

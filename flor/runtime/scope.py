@@ -8,7 +8,7 @@ counter (``iter_num``) updated outside it, then sees the value a full run had,
 without the user listing anything. Limits keep the cost small: a value over
 ``VALUE_BYTES`` is left out, and so is whatever does not fit in
 ``CHECKPOINT_VALUE_BYTES`` per checkpoint; a replay that needs a value the
-checkpoint left out re-executes instead (``replayer``).
+checkpoint left out re-executes instead (``flor.replay.session``).
 """
 
 from __future__ import annotations
