@@ -23,6 +23,7 @@ from flor.runtime import context
 from flor.runtime.options import Options, check_name, parse_epsilon, parse_segment
 
 if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
+    from flor.runtime.conditions import Lookahead
     from flor.runtime.reporter import Reporter
     from flor.runtime.session import Session
     from flor.store import Store
@@ -34,10 +35,31 @@ def start(options: Options, store: Store, reporter: Reporter) -> Session:
     if options.mode == "record":
         from flor.runtime.recorder import Recorder
 
-        return context.install(Recorder(options, store, reporter))
+        return context.install(Recorder(options, store, reporter, _lookahead(options)))
     from flor.replay.session import Replayer
 
     return context.install(Replayer(options, store, reporter))
+
+
+def _lookahead(options: Options) -> Lookahead | None:
+    """The recorded loop's own periodic tests (``flor.transform.hindsight.periodic``)."""
+    from flor.runtime.conditions import Guards, Lookahead
+    from flor.transform.hindsight import periodic
+
+    source = options.source
+    if source is None:
+        try:
+            with open(options.script or "", encoding="utf-8") as f:
+                source = f.read()
+        except OSError:
+            return None
+    try:
+        found = periodic(source, options.script or "<script>")
+    except FlorError:  # not python: the run reports it
+        return None
+    if not found.guards:
+        return None
+    return Lookahead(Guards(found.guards, found), dict(found.steps))
 
 
 def _one_line_errors(previous: Any, reporter: Reporter) -> Any:

@@ -18,7 +18,7 @@ from flor.errors import FlorError
 from flor.replay.activate import start
 from flor.replay.local import SegmentFailure
 from flor.replay.merge import merged_output
-from flor.replay.plan import DEAD, check_segments
+from flor.replay.plan import DEAD, ECHO, check_segments
 from flor.replay.ray_backend import shipped_env
 from flor.replay.segments import segment_from_env
 from flor.runs import layout
@@ -242,16 +242,19 @@ def estimate(prepared: Prepared) -> list[str]:
         lines.append(
             f"segment {index}/{n}: iterations {ranges(sorted(decided.live))}; probed blocks: {probed}"
         )
-        seconds = 0.0
+        seconds, echoed = 0.0, 0
         for g, action in enumerate(decided.plan.actions):
-            if action == DEAD:
+            if action in (DEAD, ECHO):
+                echoed += action == ECHO
                 continue
             skipped = g in decided.plan.entries or (g in run.commits and not decided.probed)
             it_time = run.timings.get(g, 0.0)
             seconds += it_time - run.block_timings.get(g, 0.0) if skipped else it_time
             lines.append(
-                f"  iteration {g:>5}  {action:<5}  block {'restore' if skipped else 'execute'}"
+                f"  iteration {g:>5}  {action:<7}  block {'restore' if skipped else 'execute'}"
             )
+        if echoed:
+            lines.append(f"  {echoed} more not run: their recorded output is printed")
         lines.append(
             f"  estimate {seconds:.1f}s of training-loop time (the recorded run took {full:.1f}s)"
         )

@@ -4,7 +4,10 @@ Each recorded iteration gets one action:
 
 - ``dead``: not run at all; only the loop's iterator advances past it;
 - ``quiet``: run with output suppressed, to rebuild state before what is shown;
-- ``live``: run and shown: the iterations the user asked for.
+- ``live``: run and shown: the iterations the user asked for;
+- ``echo``: shown but not run: it prints what the record says it printed
+  (a sparse replay, where the edit's statements do not run in it);
+- ``rebuild``: an entry (below) that is shown: run quietly, its recorded output printed.
 
 A stretch of quiet/live iterations that follows dead ones starts at an
 *entry*: a committed iteration whose blocks are skipped and restored. That
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from flor.runs.records import CheckpointEntry, Commit
     from flor.transform import EndCall
 
-DEAD, QUIET, LIVE = "dead", "quiet", "live"
+DEAD, QUIET, LIVE, ECHO, REBUILD = "dead", "quiet", "live", "echo", "rebuild"
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,8 @@ class Plan:
 
     @functools.cached_property
     def last_live(self) -> int:
-        """The last iteration shown (-1: none); read every iteration, so computed once."""
-        lives = [i for i, a in enumerate(self.actions) if a == LIVE]
+        """The last iteration run or shown (-1: none); read every iteration, so computed once."""
+        lives = [i for i, a in enumerate(self.actions) if a != DEAD]
         return lives[-1] if lives else -1
 
 
@@ -124,6 +127,25 @@ def make_plan(total: int, committed: set[int], live: set[int], complete: bool) -
         resume = stop
     natural_end = complete and bool(live) and max(live) == total - 1
     return Plan(tuple(actions), frozenset(entries), natural_end)
+
+
+def sparse_plan(
+    total: int, committed: set[int], needed: set[int], shown: set[int], complete: bool
+) -> Plan:
+    """Show ``shown``, running only the ``needed`` ones (and what rebuilds their state); the
+    rest print their recorded output. ``committed`` must hold the recorded output of any
+    entry inside ``shown`` (it is echoed, since its outer body runs from stale state)."""
+    live = needed & shown
+    if complete and total - 1 in shown:
+        live.add(total - 1)  # the code after the loop runs from the loop's real end state
+    base = make_plan(total, committed, live, complete)
+    actions = list(base.actions)
+    for g in shown:
+        if actions[g] == DEAD:
+            actions[g] = ECHO
+        elif actions[g] == QUIET:  # on the way to a live one, from the right state
+            actions[g] = REBUILD if g in base.entries else LIVE
+    return Plan(tuple(actions), base.entries, base.natural_end)
 
 
 def _stretches(live: set[int]) -> list[tuple[int, int]]:

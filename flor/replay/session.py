@@ -14,19 +14,24 @@ from flor.errors import CorruptCheckpoint, FlorError
 from flor.replay.loader import CheckpointLoader
 from flor.replay.plan import (
     DEAD,
-    QUIET,
+    ECHO,
+    LIVE,
+    REBUILD,
     Plan,
     check_segments,
     make_plan,
     parse_iterations,
     sample_checks,
     segment_bounds,
+    sparse_plan,
     usable_checkpoints,
 )
 from flor.replay.tally import ReplayTally
+from flor.replay.triggers import Needed, needed_iterations
 from flor.replay.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
 from flor.runs import layout
 from flor.runs.records import CheckpointEntry, SegmentResult
+from flor.runtime.conditions import Lookup, lookup_in, no_lookup
 from flor.runtime.execfile import read_script
 from flor.runtime.options import Options
 from flor.runtime.reporter import Reporter
@@ -37,6 +42,7 @@ from flor.runtime.stdout_capture import TaggedStream
 from flor.runtime.unbound import UNBOUND
 from flor.store import Store
 from flor.transform import EndCall, compare
+from flor.transform.hindsight import Hindsight, analyze
 
 
 @dataclass(frozen=True)
@@ -50,10 +56,21 @@ class ReplayPlan:
     ends: dict[str, EndCall]  # the edited script's SkipBlock.end calls, by block
     lacking: dict[int, str]  # committed but not usable: what the checkpoint lacks
     verify: frozenset[int] = frozenset()  # iterations whose blocks re-execute only to check
+    hindsight: Hindsight | None = None  # where the edit runs (None: several loops)
+    needed: Needed | None = None  # a sparse replay: the iterations it runs
 
 
-def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Options) -> ReplayPlan:
-    """Plan a replay of ``run`` with the edited ``source``; one-line errors for what cannot be."""
+def plan_replay(
+    run: runs.RecordedRun,
+    source: str,
+    script: str,
+    options: Options,
+    lookup: Lookup = no_lookup,
+) -> ReplayPlan:
+    """Plan a replay of ``run`` with the edited ``source``; one-line errors for what cannot be.
+
+    ``lookup``: the replaying process's values of names the loop never assigns (known once
+    the loop starts), for conditions that read them."""
     changes = compare(run.source, source, script)
     if changes.missing or changes.added:
         parts = []
@@ -81,7 +98,14 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
     live = set(range(start, stop))
     if options.iterations:
         live &= parse_iterations(options.iterations, total)
-    plan = make_plan(total, usable, live, run.complete)
+    hindsight = analyze(run.source, source, script) if len(run.loops) <= 1 else None
+    needed = None
+    if hindsight is not None and hindsight.sparse:
+        needed = needed_iterations(run, hindsight, lookup, live)
+        plan = sparse_plan(total, usable, needed.iterations, live, run.complete)
+    else:
+        plan = make_plan(total, usable, live, run.complete)
+    runs_here = {g for g in live if plan.action(g) == LIVE}
     return ReplayPlan(
         plan,
         frozenset(live),
@@ -89,7 +113,9 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
         frozenset(usable),
         changes.ends,
         {g: why for g, why in checked.items() if why is not None},
-        sample_checks(sorted(usable & live - plan.entries), options.verify),
+        sample_checks(sorted(usable & runs_here - plan.entries), options.verify),
+        hindsight,
+        needed,
     )
 
 
@@ -109,21 +135,48 @@ class Replayer(Session):
                 "replay re-executes from the checkpoints that hold them",
             )
         self.probed = decided.probed
-        self.live = set(decided.live)
-        self.plan = decided.plan
         self.usable = decided.usable
         self.ends = decided.ends
         self.replay_id = options.replay_id or runs.new_id()
         self.stdout = TaggedStream(sys.stdout, keep=True)
         self.stderr = TaggedStream(sys.stderr, keep=False)
         sys.stdout, sys.stderr = self.stdout, self.stderr
-        self.loader = CheckpointLoader(self.store, self._expected_reads())
         self.tally = ReplayTally()
-        self.verify_at = decided.verify
+        # A sparse plan is final once the loop starts: its conditions may read names then bound.
+        self._replan = decided.needed is not None
+        self._adopt(decided, warn=not self._replan)
         self._restoring: Any = None
         self._checking: CheckpointEntry | None = None
         self._closed = False
         atexit.register(self.close)
+
+    def _adopt(self, decided: ReplayPlan, warn: bool) -> None:
+        self.live = set(decided.live)
+        self.plan = decided.plan
+        self.verify_at = decided.verify
+        self.loader = CheckpointLoader(self.store, self._expected_reads())
+        if warn:
+            self._say_how(decided)
+
+    def _say_how(self, decided: ReplayPlan) -> None:
+        """Once: why a replay runs every iteration where a sparse one was expected."""
+        hindsight, needed = decided.hindsight, decided.needed
+        if hindsight is not None and not hindsight.sparse and not hindsight.expected:
+            self.warn_once("dense", f"replaying every iteration: {hindsight.dense}")
+        elif needed is not None and needed.reason:
+            self.warn_once("dense", f"replaying every iteration: {needed.reason}")
+        elif needed is not None and needed.unknown:
+            self.warn_once(
+                "unknown",
+                f"{needed.unknown} iterations replay because the record does not hold the "
+                "values their conditions read (recorded by an older flor?)",
+            )
+
+    def _replan_with(self, frame: Frame) -> None:
+        self._replan = False
+        self.loader.close()
+        lookup = lookup_in(visible_names(frame))
+        self._adopt(plan_replay(self.run, self.source, self.script, self.options, lookup), True)
 
     def _expected_reads(self) -> list[CheckpointEntry]:
         reads = []
@@ -141,6 +194,8 @@ class Replayer(Session):
         self.loops += 1
         if loop == 0:
             self._match_numerics()
+            if self._replan:
+                self._replan_with(sys._getframe(1))  # the frame running the user's loop
         if loop < len(self.run.loops):
             count = self.run.loops[loop].count
         else:
@@ -151,18 +206,23 @@ class Replayer(Session):
                 if g > self.plan.last_live:
                     self._stop()
                 action = self.plan.action(g)
-                if action == DEAD:
-                    if not is_while and next(iterator, _END) is _END:
-                        return
-                    self.next_iteration += 1
-                    continue
-                value = next(iterator, _END)
+                # A recorded pass of a `while` loop is known to happen: its condition is not
+                # evaluated (after skipped iterations it would read stale state).
+                value = g - first if is_while else next(iterator, _END)
                 if value is _END:
                     return
+                if action in (DEAD, ECHO):
+                    if action == ECHO:
+                        self._echo(g)
+                    self.next_iteration += 1
+                    continue
                 self.begin_iteration(g)
-                self.stdout.quiet = self.stderr.quiet = action == QUIET
+                quiet = action != LIVE
+                if action == REBUILD:
+                    self._echo(g, run=True)
+                self.stdout.quiet = self.stderr.quiet = quiet
                 self.stdout.bucket = str(g)
-                self.tally.begin(action == QUIET)
+                self.tally.begin(quiet)
                 yield value
                 self.tally.end()
                 self.end_iteration()
@@ -172,6 +232,14 @@ class Replayer(Session):
             if not self._closed:
                 self.stdout.quiet = self.stderr.quiet = False
                 self.stdout.bucket = "post"
+
+    def _echo(self, g: int, run: bool = False) -> None:
+        """Print what iteration ``g`` printed when recorded: the edit does not run in it
+        (``run``: it runs, quietly, to rebuild state from stale values)."""
+        self.stdout.quiet = self.stderr.quiet = False
+        self.stdout.bucket = str(g)
+        self.stdout.write(self.run.stdout.get(str(g), ""))
+        self.tally.echoed += not run
 
     def _stop(self) -> None:
         """Past the last iteration to show: what follows ran from another state."""
@@ -351,7 +419,7 @@ class Replayer(Session):
             layout.replay_source_key(self.run.prefix, self.replay_id), self.source.encode()
         )
         sys.stdout.flush()
-        if self.tally.iterations:
+        if self.tally.iterations or self.tally.echoed:
             self.stderr.quiet = False
             self.reporter.say(self.tally.summary())
         self.upload_failed = not self.flush_store()

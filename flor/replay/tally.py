@@ -14,6 +14,7 @@ class ReplayTally:
         self.seconds = dict.fromkeys(self.counts, 0.0)
         self.last_block: tuple[str, bool] | None = None  # (name, executed) in this iteration
         self.checked: list[tuple[int | None, str, str | None]] = []  # (iteration, block, differs)
+        self.echoed = 0  # iterations not run: their recorded output printed (sparse replay)
         self._quiet = False
         self._executed = False
         self._start = 0.0
@@ -43,6 +44,8 @@ class ReplayTally:
             if self.counts[k]
         ]
         line = f"replayed {shown} iterations: {', '.join(parts) or 'none'}"
+        if self.echoed:
+            line += f"; {self.echoed} not run, their recorded output printed"
         if self.counts["quiet"]:
             line += (
                 f"; {self.counts['quiet']} more run quietly first to rebuild state "

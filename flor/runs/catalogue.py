@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from flor.errors import FlorError
 from flor.runs.layout import (
@@ -40,6 +41,9 @@ class RecordedRun:
     loops: list[LoopEnd] = field(default_factory=list)
     timings: dict[int, float] = field(default_factory=dict)  # iteration -> seconds
     block_timings: dict[int, float] = field(default_factory=dict)  # iteration -> block seconds
+    stdout: dict[str, str] = field(default_factory=dict)  # what each iteration printed
+    scalars: dict[int, Any] = field(default_factory=dict)  # iteration -> its loop_scalars
+    scalar_firsts: set[int] = field(default_factory=set)  # each entry's first (whole) one
 
     @property
     def prefix(self) -> str:
@@ -107,6 +111,10 @@ def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
         entry = LoopEnd.from_json(data) if is_loop_end(key) else Commit.from_json(data)
         run.timings.update(entry.timings)
         run.block_timings.update(entry.block_timings)
+        run.stdout.update(entry.stdout)
+        run.scalars.update(entry.scalars)
+        if entry.scalars:
+            run.scalar_firsts.add(min(entry.scalars))
         if isinstance(entry, LoopEnd):
             run.loops.append(entry)
         elif entry.blocks:  # `flor gc --checkpoints-only` leaves entries without data

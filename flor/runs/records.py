@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 R = TypeVar("R", bound="_Record")
 
@@ -29,11 +29,16 @@ class _Record:
     def _decode(cls, name: str, value: Any) -> Any:
         return value
 
+    # Fields newer than the format: written only when they hold something, so that an
+    # older record reads and writes back byte for byte.
+    _newer: ClassVar[frozenset[str]] = frozenset()
+
     def to_json(self) -> dict[str, Any]:
         out = dict(self.extra)
         for f in fields(self):
-            if f.name != "extra":
-                out[f.name] = _jsonable(getattr(self, f.name))
+            value = getattr(self, f.name)
+            if f.name != "extra" and (value or f.name not in self._newer):
+                out[f.name] = _jsonable(value)
         return out
 
 
@@ -47,7 +52,10 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _timings(value: Mapping[str, float]) -> dict[int, float]:
+_PER_ITERATION = frozenset({"timings", "block_timings", "scalars"})
+
+
+def _by_iteration(value: Mapping[str, Any]) -> dict[int, Any]:
     return {int(k): v for k, v in value.items()}
 
 
@@ -111,15 +119,18 @@ class Commit(_Record):
 
     iteration: int
     blocks: Mapping[str, CheckpointEntry] = field(default_factory=dict)  # "name/occurrence"
-    stdout: Mapping[str, str] = field(default_factory=dict)  # what each iteration printed
+    # What each iteration since the previous entry printed ("ITER"; blocks also "ITER:BLOCK/N")
+    stdout: Mapping[str, str] = field(default_factory=dict)
     timings: Mapping[int, float] = field(default_factory=dict)  # seconds per iteration
     block_timings: Mapping[int, float] = field(default_factory=dict)  # of which in blocks
+    scalars: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # loop_scalars
+    _newer = frozenset({"scalars"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
         if name == "blocks":
             return {k: CheckpointEntry.from_json(v) for k, v in value.items()}
-        return _timings(value) if name in ("timings", "block_timings") else value
+        return _by_iteration(value) if name in _PER_ITERATION else value
 
 
 @dataclass(frozen=True)
@@ -133,10 +144,12 @@ class LoopEnd(_Record):
     stdout: Mapping[str, str] = field(default_factory=dict)
     timings: Mapping[int, float] = field(default_factory=dict)
     block_timings: Mapping[int, float] = field(default_factory=dict)
+    scalars: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    _newer = frozenset({"scalars"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
-        return _timings(value) if name in ("timings", "block_timings") else value
+        return _by_iteration(value) if name in _PER_ITERATION else value
 
     @property
     def end(self) -> int:

@@ -8,31 +8,55 @@ this one stays within ``epsilon`` times the compute so far. Expensive
 checkpoints thereby become sparse and periodic on their own; the first one is
 always taken, because cost must be measured before it can be budgeted, and
 the estimate is a running mean over the recent checkpoints, not only the first.
+
+Where the budget buys fewer checkpoints than iterations, it spends them where
+hindsight will look. People add hindsight lines beside the loop's periodic work
+(``if step % 100 == 0:``), and replaying such a line needs the state right
+before that iteration. So a checkpoint is *preferred* at the end of the
+iteration before one where the loop's own ``if`` tests fire (the recorder
+evaluates them one iteration ahead), and one cost is kept in reserve for it;
+other checkpoints land on round iteration counts (multiples of 1, 2 or 5 times
+a power of ten, the largest the budget affords), where new periodic tests
+will most likely fire.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 
 
 class CheckpointPolicy:
-    def __init__(self, epsilon: float) -> None:
+    def __init__(self, epsilon: float, periodic: bool = False) -> None:
         self.epsilon = epsilon
+        self.periodic = periodic  # the loop has tests to prefer: keep a reserve for them
         self.spent = 0.0  # seconds of checkpoint cost so far
         self.taken = 0
         self._recent: deque[float] = deque(maxlen=8)  # cost of each recent checkpoint
         self._pending: dict[int, float] = {}  # iteration -> cost charged so far
         self._lock = threading.Lock()  # the writer thread charges too
 
-    def should_checkpoint(self, compute: float) -> bool:
-        """Whether to checkpoint now, after ``compute`` seconds of training."""
+    def should_checkpoint(
+        self, compute: float, iteration: int = 0, preferred: Callable[[], bool] | None = None
+    ) -> bool:
+        """Whether to checkpoint ``iteration`` now, after ``compute`` seconds of training;
+        ``preferred()``: whether the next iteration is one of the loop's periodic ones."""
         with self._lock:
             if not self._recent and not self._pending:
                 return True
             recent = list(self._recent) or list(self._pending.values())
             expected = sum(recent) / len(recent)
-            return self.spent + expected <= self.epsilon * compute
+            budget, spent = self.epsilon * compute, self.spent
+        if spent + expected > budget:
+            return False
+        if preferred is not None and preferred():
+            return True
+        if self.periodic and spent + 2 * expected > budget:
+            return False  # the reserve: the next periodic iteration must find it
+        per_iteration = compute / (iteration + 1)
+        affordable = expected / (self.epsilon * per_iteration) if per_iteration > 0 else 1.0
+        return (iteration + 1) % round_period(affordable) == 0
 
     def charge(self, iteration: int, seconds: float) -> None:
         """Account ``seconds`` of cost to the checkpoint of ``iteration``."""
@@ -50,3 +74,12 @@ class CheckpointPolicy:
     def overhead(self, compute: float) -> float:
         """Achieved overhead: checkpoint cost over compute."""
         return self.spent / compute if compute > 0 else 0.0
+
+
+def round_period(interval: float) -> int:
+    """The largest of 1, 2, 5, 10, 20, 50, ... not above ``interval`` (at least 1)."""
+    best, power = 1, 1
+    while power <= interval:
+        best = max([best] + [m * power for m in (1, 2, 5) if m * power <= interval])
+        power *= 10
+    return best

@@ -13,7 +13,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -21,7 +21,9 @@ from flor.runs import layout
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpointer import Checkpointer, Written
 from flor.runtime.clock import IterationClock
+from flor.runtime.conditions import Lookahead, lookup_frame
 from flor.runtime.journal import RunJournal
+from flor.runtime.loop_scalars import LoopScalars
 from flor.runtime.options import Options
 from flor.runtime.policy import CheckpointPolicy
 from flor.runtime.reporter import Reporter
@@ -33,15 +35,24 @@ from flor.store import Store
 
 
 class Recorder(Session):
-    def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
+    def __init__(
+        self,
+        options: Options,
+        store: Store,
+        reporter: Reporter,
+        lookahead: Lookahead | None = None,
+    ) -> None:
+        """``lookahead``: the loop's own periodic tests, where checkpoints are preferred."""
         super().__init__(options, store, reporter)
         self.run_id = layout.new_id()
         self.prefix = layout.run_prefix(options.name, self.run_id)
-        self.policy = CheckpointPolicy(options.epsilon)
+        self.lookahead = lookahead
+        self.policy = CheckpointPolicy(options.epsilon, periodic=lookahead is not None)
         self.writer = BackgroundWriter(self.policy.charge, reporter.warn)
         self.journal = RunJournal(store, self.prefix)
         self.checkpointer = Checkpointer(store, self.prefix, self.writer)
         self.clock = IterationClock()
+        self.scalars = LoopScalars()
         self.stalls: list[float] = []  # training-thread seconds per checkpointed block
         self.written: list[Future[Written]] = []
         self._checkpointing: bool | None = None  # decided at the iteration's first block end
@@ -94,7 +105,7 @@ class Recorder(Session):
         status = "closed"  # break, or an exception in the loop body, closes the generator
         try:
             for value in iterator:
-                self._begin(self.next_iteration)
+                self._begin(self.next_iteration, value, sys._getframe(1))
                 yield value
                 self._end()
             status = "exhausted"
@@ -104,8 +115,10 @@ class Recorder(Session):
             self.stdout.bucket = "post"
             self._end_loop(loop, first, status)
 
-    def _begin(self, iteration: int) -> None:
+    def _begin(self, iteration: int, value: Any, loop_frame: Frame) -> None:
+        """``loop_frame``: the frame running the ``for`` over ``flor.it`` (our caller)."""
         self.begin_iteration(iteration)
+        self.scalars.note(iteration, loop_frame.f_code.co_name, loop_frame.f_locals, value)
         self._checkpointing = None
         self._blocks = {}
         self.stdout.bucket = str(iteration)
@@ -125,9 +138,11 @@ class Recorder(Session):
         stdout = self.stdout.take_iterations(g)
         logs, self.logs = self.logs, []
 
+        scalars = self.scalars.take()
+
         def commit() -> None:
             entries = {label: f.result().entry for label, f in blocks.items()}
-            self.journal.commit(Commit(g, entries, stdout, timings, block_timings), logs)
+            self.journal.commit(Commit(g, entries, stdout, timings, block_timings, scalars), logs)
             self.policy.settle(g)  # last: the commit made g visible
 
         self.writer.submit(g, commit, commit=True)
@@ -137,7 +152,14 @@ class Recorder(Session):
         timings, block_timings = self.clock.take()
         stdout = self.stdout.take_iterations(self.next_iteration)
         end = LoopEnd(
-            loop, first, self.next_iteration - first, status, stdout, timings, block_timings
+            loop,
+            first,
+            self.next_iteration - first,
+            status,
+            stdout,
+            timings,
+            block_timings,
+            self.scalars.take(),
         )
         logs, self.logs = self.logs, []
         self.writer.submit(-1, lambda: self.journal.end_loop(end, logs))
@@ -163,11 +185,20 @@ class Recorder(Session):
         start = time.perf_counter()
         compute = self.clock.end_block(g)
         if self._checkpointing is None and not self._unrestorable:
-            self._checkpointing = self.policy.should_checkpoint(compute)
+            self._checkpointing = self.policy.should_checkpoint(
+                compute, g, self._next_is_periodic(g, frame)
+            )
         if self._checkpointing:
             self._checkpoint(g, block, objs, named, frame)
         self.clock.stalled(time.perf_counter() - start)
         return (*objs, *named.values())
+
+    def _next_is_periodic(self, g: int, frame: Frame) -> Callable[[], bool] | None:
+        ahead = self.lookahead
+        if ahead is None:
+            return None
+        lookup = lookup_frame(frame.f_locals, frame.f_globals)
+        return lambda: ahead.next_fires(g, self.scalars.current, lookup)
 
     def _checkpoint(
         self,

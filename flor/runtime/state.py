@@ -38,6 +38,14 @@ from flor.runtime.unbound import UNBOUND
 
 _MISSING = object()
 _PRIMITIVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
+
+
+def _primitive(x: Any) -> bool:
+    """Saved as itself: exactly one of ``_PRIMITIVES``. A subclass (``numpy.float64`` is a
+    float) is pickled instead: weights-only loading refuses any other class."""
+    return type(x) in _PRIMITIVES
+
+
 _SINK_NAMES = ("SummaryWriter", "tqdm", "Writer", "Run")  # by class name: optional packages
 
 
@@ -138,7 +146,7 @@ def clone_tree(x: Any, snap: Snapshot) -> Any:
     """Deep copy of a state_dict-like tree: tensors copied, opaque leaves pickled."""
     if isinstance(x, torch.Tensor):
         return snap.copy(x)
-    if isinstance(x, _PRIMITIVES):
+    if _primitive(x):
         return x
     if isinstance(x, dict):
         out: dict[Any, Any] = OrderedDict() if isinstance(x, OrderedDict) else {}
@@ -167,7 +175,7 @@ def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
     memo = snap.seen
     if obj is UNBOUND:
         return {"k": "unbound"}
-    if isinstance(obj, _PRIMITIVES):
+    if _primitive(obj):
         return {"k": "val", "v": obj}
     if id(obj) in memo:
         return {"k": "ref", "v": memo[id(obj)]}
@@ -205,7 +213,7 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
     if isinstance(obj, (list, tuple)):
         kind = "list" if isinstance(obj, list) else "tuple"
         return {"k": kind, "v": [capture(v, snap) for v in obj]}
-    if isinstance(obj, dict) and all(isinstance(k, _PRIMITIVES) for k in obj):
+    if isinstance(obj, dict) and all(_primitive(k) for k in obj):
         return {"k": "dict", "keys": list(obj), "v": [capture(v, snap) for v in obj.values()]}
     if not _plain_object(obj):
         return {"k": "pickle", "v": _pickle(obj)}

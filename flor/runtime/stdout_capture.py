@@ -2,8 +2,9 @@
 
 The stream passes writes through unchanged, except while ``quiet`` (a replay
 rebuilding state, or past the end of its segment). It keeps what it passed
-through in buckets: ``pre`` (before the first iteration), one per iteration,
-one per block run inside an iteration, and ``post``. Recording keeps them so a
+through in buckets: ``pre`` (before the first iteration), one per iteration
+(all it printed, in order), one per block run inside an iteration (that part
+again), and ``post``. Recording keeps them so a
 replay can print what a skipped block printed; parallel replays merge
 segments from them.
 """
@@ -27,6 +28,9 @@ class TaggedStream(io.TextIOBase):
             return len(s)
         if self.keep:
             self.buckets.setdefault(self.bucket, []).append(s)
+            iteration, block, _ = self.bucket.partition(":")
+            if block:  # the iteration's text stays whole, in order: a replay may echo it
+                self.buckets.setdefault(iteration, []).append(s)
         return self.stream.write(s)
 
     def flush(self) -> None:

@@ -1,13 +1,31 @@
 """Source analysis and rewriting. Pure: no torch, no I/O (ARCHITECTURE.md).
 
-- ``instrument``: rewrite an unmodified training script for flor (libcst);
-- ``compare``/``fingerprints``: which SkipBlocks an edit touched (probed inference).
+- ``instrument``: rewrite an unmodified training script for flor (libcst, imported on use);
+- ``compare``/``fingerprints``: which SkipBlocks an edit touched (probed inference);
+- ``hindsight``: where an edit's statements run, for a sparse replay.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from flor.transform.fingerprints import BlockChanges, EndCall, compare, fingerprints
-from flor.transform.instrument import instrument
-from flor.transform.report import Instrumented
+
+if TYPE_CHECKING:
+    from flor.transform.instrumenter import instrument
+    from flor.transform.report import Instrumented
 
 __all__ = ["BlockChanges", "EndCall", "Instrumented", "compare", "fingerprints", "instrument"]
+
+
+def __getattr__(name: str) -> Any:
+    """libcst only for what rewrites: a recording analyses its script without it."""
+    if name == "instrument":
+        from flor.transform.instrumenter import instrument
+
+        return instrument
+    if name == "Instrumented":
+        from flor.transform.report import Instrumented
+
+        return Instrumented
+    raise AttributeError(name)

@@ -1,0 +1,144 @@
+"""Evaluating the main loop's ``if`` tests for an iteration, from its counters alone.
+
+``flor.transform.hindsight`` finds the tests and what they read; the values
+come from ``loop_scalars`` (the loop's value, its counters at the start of the
+iteration, plus the increments the body runs before the test) and, for names
+the loop never assigns, from a lookup. A recording evaluates its own tests one
+iteration ahead, to checkpoint right before its periodic branches; a replay
+evaluates the edit's tests for every recorded iteration, to run only those
+where they hold. ``None`` means the values are not known: the caller must
+assume the test holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import CodeType
+from typing import Any, Protocol
+
+MISSING = object()
+Lookup = Callable[[str], Any]  # a name the loop never assigns -> its value, or MISSING
+
+
+class Test(Protocol):
+    @property
+    def test(self) -> str: ...
+    @property
+    def holds(self) -> bool: ...  # False: what it guards is its ``else``
+    @property
+    def line(self) -> int: ...
+    @property
+    def names(self) -> tuple[str, ...]: ...
+    @property
+    def shifts(self) -> tuple[tuple[str, int], ...]: ...
+
+
+class LoopFacts(Protocol):
+    @property
+    def targets(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def counters(self) -> frozenset[str]: ...
+
+
+class Guards:
+    """Statements' guards (each a conjunction of tests), compiled once."""
+
+    def __init__(self, guards: Sequence[Sequence[Test]], facts: LoopFacts) -> None:
+        self.guards = [[(_compile(t), t) for t in guard] for guard in guards]
+        self.targets = dict(facts.targets)
+        self.counters = facts.counters
+
+    def any_holds(self, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool | None:
+        """Whether some guard holds in iteration ``g``, whose starting values are ``known``."""
+        unknown = False
+        for i in range(len(self.guards)):
+            holds = self.holds(i, g, known, lookup)
+            if holds:
+                return True
+            unknown = unknown or holds is None
+        return None if unknown else False
+
+    def holds(self, i: int, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool | None:
+        """Whether guard ``i`` holds in iteration ``g``; None if that is not known."""
+        unknown = False
+        for code, test in self.guards[i]:
+            value = self._evaluate(code, test, g, known, lookup)
+            if value is None:
+                unknown = True
+            elif value != test.holds:
+                return False  # one false test decides, whatever the others are
+        return None if unknown else True
+
+    def _evaluate(
+        self, code: CodeType, test: Test, g: int, known: Mapping[str, Any], lookup: Lookup
+    ) -> bool | None:
+        shifts = dict(test.shifts)
+        names: dict[str, Any] = {}
+        for name in test.names:
+            if name in self.targets:
+                offset = known.get(self.targets[name])
+                value = MISSING if offset is None else g + offset
+            elif name in self.counters:
+                start = known.get(name)
+                value = MISSING if start is None else start + shifts.get(name, 0)
+            elif name in known:
+                value = known[name]
+            else:
+                value = lookup(name)
+            if value is MISSING:
+                return None
+            names[name] = value
+        try:
+            return bool(eval(code, {"__builtins__": {}}, names))
+        except Exception:  # a value of another type than recorded: not known
+            return None
+
+
+class Lookahead:
+    """A recording's own periodic tests, evaluated for the iteration after the open one.
+
+    Only *rare* tests count (firing in at most one of ``RARE`` iterations, as seen so
+    far): evaluation and logging branches, not an update every 4 steps.
+    """
+
+    RARE = 10
+
+    def __init__(self, guards: Guards, steps: Mapping[str, int]) -> None:
+        self.guards = guards
+        self.steps = steps  # counter -> how much one pass of the body advances it
+        self.seen = [0] * len(guards.guards)
+        self.fired = [0] * len(guards.guards)
+
+    def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool:
+        """Whether a rare test fires in iteration ``g + 1``; ``known``: what ``g`` started with."""
+        ahead = dict(known)
+        for name, step in self.steps.items():
+            if name in ahead:
+                ahead[name] += step
+        fires = False
+        for i in range(len(self.seen)):
+            holds = self.guards.holds(i, g + 1, ahead, lookup)
+            if holds is None:
+                continue
+            self.seen[i] += 1
+            self.fired[i] += holds
+            rare = self.seen[i] >= self.RARE and self.fired[i] * self.RARE <= self.seen[i]
+            fires = fires or (holds and rare)
+        return fires
+
+
+def _compile(t: Test) -> CodeType:
+    return compile(t.test, f"<line {t.line}>", "eval")
+
+
+def lookup_in(names: Mapping[str, Any]) -> Lookup:
+    return lambda name: names.get(name, MISSING)
+
+
+def lookup_frame(local: Mapping[str, Any], global_: Mapping[str, Any]) -> Lookup:
+    """A frame's names, locals first, without merging them up front."""
+    return lambda name: local.get(name, global_.get(name, MISSING))
+
+
+def no_lookup(name: str) -> Any:
+    return MISSING
