@@ -434,12 +434,29 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
         ("iterations", s["iterations"]),
         ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
         ("overhead", f"{s.get('overhead', 0):.2%} (budget {s.get('epsilon', 0):.2%})"),
+        ("per ckpt", _cost_line(s)),
         ("size", _size_line(s)),
         ("numerics", json.dumps(s.get("numerics", {}))),
         ("replays", ", ".join(s["replays"]) or "-"),
     ]
     for key, value in rows:
         click.echo(f"{key:<12} {value}")
+
+
+def _cost_line(s: dict[str, Any]) -> str:
+    """Where a checkpoint's cost goes: what decides how many the budget buys."""
+    taken = s.get("checkpoints") or 0
+    if not taken:
+        return "-"
+    spent = s.get("overhead", 0) * s.get("compute_seconds", 0)
+    stalls = s.get("stall_seconds") or []
+    stall = sum(stalls) / len(stalls) if stalls else 0.0
+    writer = max(spent / taken - stall, 0.0)
+    size = s.get("checkpoint_bytes", 0) / taken
+    return (
+        f"{1000 * spent / taken:.1f} ms: {1000 * stall:.1f} ms copying on the training thread, "
+        f"{1000 * writer:.1f} ms writing in the background; {size / 1e6:.2f} MB"
+    )
 
 
 def _size_line(s: dict[str, Any]) -> str:

@@ -5,12 +5,15 @@ import pytest
 from flor.errors import FlorError
 from flor.replay.plan import (
     DEAD,
+    ECHO,
     LIVE,
     QUIET,
+    REBUILD,
     make_plan,
     parse_iterations,
     sample_checks,
     segment_bounds,
+    sparse_plan,
     usable_checkpoints,
 )
 from flor.runs.records import Commit
@@ -110,3 +113,17 @@ def test_checks_are_spread_evenly_and_bounded() -> None:
     assert sample_checks(list(range(10)), 2) == {2, 7}
     assert sample_checks([4, 5], 5) == {4, 5}
     assert sample_checks(list(range(10)), 0) == frozenset()
+
+
+def test_sparse_plan_runs_only_what_the_edit_needs_and_echoes_the_rest() -> None:
+    # 12 iterations shown, the edit runs in 5 and 10; checkpoints at 4 and 8
+    plan = sparse_plan(12, committed={4, 8}, needed={5, 10}, shown=set(range(12)), complete=False)
+    assert plan.actions == ((ECHO,) * 4 + (REBUILD, LIVE, ECHO, ECHO, REBUILD, LIVE, LIVE, ECHO))
+    assert plan.entries == {4, 8} and plan.last_live == 11
+
+
+def test_sparse_plan_runs_the_last_iteration_for_the_code_after_the_loop() -> None:
+    plan = sparse_plan(6, committed={3}, needed=set(), shown=set(range(6)), complete=True)
+    assert plan.actions == (ECHO, ECHO, ECHO, REBUILD, LIVE, LIVE) and plan.natural_end
+    unfinished = sparse_plan(6, committed={3}, needed=set(), shown=set(range(6)), complete=False)
+    assert unfinished.actions == (ECHO,) * 6 and not unfinished.natural_end

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from flor.runtime.policy import CheckpointPolicy
+from flor.runtime.policy import CheckpointPolicy, round_period
 
 
 def _simulate(epsilon: float, iteration: float, cost: float, n: int) -> list[int]:
@@ -31,3 +31,44 @@ def test_overhead_is_reported() -> None:
     policy = CheckpointPolicy(0.1)
     policy.charge(0, 0.5)
     assert policy.overhead(10.0) == 0.05
+
+
+def test_round_periods() -> None:
+    assert [round_period(x) for x in (0.3, 1, 4.9, 5, 19, 20, 99, 260)] == [
+        1,
+        1,
+        2,
+        5,
+        10,
+        20,
+        50,
+        200,
+    ]
+
+
+def test_checkpoints_land_on_round_iteration_counts() -> None:
+    """A budget that affords one checkpoint per ~27 iterations takes them where g + 1 is a
+    multiple of 20: a new `if step % 100 == 0` line then finds one right before it."""
+    policy, compute, taken = CheckpointPolicy(1 / 15), 0.0, []
+    for g in range(400):
+        compute += 0.01
+        if policy.should_checkpoint(compute, g):
+            policy.charge(g, 0.018)
+            policy.settle(g)
+            taken.append(g)
+    assert taken[0] == 0 and all((g + 1) % 20 == 0 for g in taken[1:])
+    assert policy.spent <= policy.epsilon * compute + 0.018
+
+
+def test_periodic_iterations_are_preferred_and_kept_in_reserve() -> None:
+    """The loop's own branch fires every 50 iterations: each one's eve gets a checkpoint,
+    and the budget left over goes to round counts, never leaving the next one short."""
+    policy, compute, taken = CheckpointPolicy(1 / 15, periodic=True), 0.0, []
+    for g in range(500):
+        compute += 0.01
+        if policy.should_checkpoint(compute, g, lambda: (g + 1) % 50 == 0):
+            policy.charge(g, 0.02)
+            policy.settle(g)
+            taken.append(g)
+    eves = [g for g in range(50, 500) if (g + 1) % 50 == 0]
+    assert set(eves) <= set(taken), taken

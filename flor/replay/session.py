@@ -42,7 +42,7 @@ from flor.runtime.stdout_capture import TaggedStream
 from flor.runtime.unbound import UNBOUND
 from flor.store import Store
 from flor.transform import EndCall, compare
-from flor.transform.hindsight import Hindsight, analyze
+from flor.transform.hindsight import Hindsight, analyze, loop_assigned
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,9 @@ class Replayer(Session):
                 "replay re-executes from the checkpoints that hold them",
             )
         self.probed = decided.probed
+        # Only these are rebound from a checkpoint; what the loop never assigns (a timer set
+        # before it) keeps this process's value. None: unknown, rebind every saved value.
+        self.rebound = loop_assigned(self.source, self.script) if len(self.run.loops) <= 1 else None
         self.usable = decided.usable
         self.ends = decided.ends
         self.replay_id = options.replay_id or runs.new_id()
@@ -380,7 +383,7 @@ class Replayer(Session):
         for path, node in tree.get("scope", {}).items():
             if path in now:
                 restore(now[path], node, done, path)
-        _rebind_values(frame, values, done)
+        _rebind_values(frame, values, done, self.rebound)
         restore_rng(tree["rng"])
         return restored
 
@@ -430,14 +433,20 @@ def _label(names: tuple[str | None, ...], i: int) -> str:
     return name or f"value {i + 1} of SkipBlock.end"
 
 
-def _rebind_values(frame: Frame, values: dict[str, Any], done: dict[int, Any]) -> None:
+def _rebind_values(
+    frame: Frame, values: dict[str, Any], done: dict[int, Any], rebound: frozenset[str] | None
+) -> None:
     """Rebind the scope's saved values where this process's differ (a segment's first
-    iteration, names the skipped block bound); equal ones keep their identity."""
+    iteration, names the skipped block bound); equal ones keep their identity. A name the
+    loop never assigns (not in ``rebound``) is only refilled in place (a list it appends
+    to), never rebound."""
     current = frame.f_locals
     changed = {}
     for name, node in values.items():
         cur = current.get(name, UNBOUND)
         new = restore(cur, node, done, name)
+        if rebound is not None and name not in rebound:
+            continue
         if cur is UNBOUND or not same(cur, new):
             changed[name] = new
     bind(frame, changed)

@@ -128,8 +128,11 @@ def is_data(key: str) -> bool:
     return is_blob(key) or "/ckpt/" in key
 
 
-def put_json(store: Store, key: str, value: Any) -> None:
-    store.put(key, json.dumps(value, indent=1, sort_keys=True).encode())
+def put_json(store: Store, key: str, value: Any, compact: bool = False) -> None:
+    """``compact``: for the journal's entries, written while training runs (an indented
+    dump takes json's pure-Python encoder, several milliseconds per entry)."""
+    indent = None if compact else 1
+    store.put(key, json.dumps(value, indent=indent, sort_keys=True).encode())
 
 
 def get_json(store: Store, key: str) -> Any:

@@ -35,11 +35,12 @@ class RunJournal:
         """Make an iteration's checkpoints visible to replay (their data is written)."""
         self._write_logs(layout.iteration_logs_key(self.prefix, commit.iteration), logs)
         key = layout.commit_key(self.prefix, commit.iteration)
-        layout.put_json(self.store, key, commit.to_json())
+        layout.put_json(self.store, key, commit.to_json(), compact=True)
 
     def end_loop(self, end: LoopEnd, logs: list[dict[str, Any]]) -> None:
         self._write_logs(layout.loop_logs_key(self.prefix, end.loop), logs)
-        layout.put_json(self.store, layout.loop_end_key(self.prefix, end.loop), end.to_json())
+        key = layout.loop_end_key(self.prefix, end.loop)
+        layout.put_json(self.store, key, end.to_json(), compact=True)
 
     def finish(self, meta: RunMeta, outside: dict[str, str]) -> None:
         """The output printed outside ``flor.it`` loops, then how the run ended."""

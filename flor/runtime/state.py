@@ -438,7 +438,8 @@ def capture_rng() -> dict[str, Any]:
     """Every global RNG stream: python, numpy (if imported), torch CPU, each CUDA device."""
     version, internal, gauss = random.getstate()
     rng: dict[str, Any] = {
-        "python": [version, internal, gauss],
+        # 625 ints as one tensor: pickling them one by one was a checkpoint's largest fixed cost
+        "python": [version, torch.tensor(internal, dtype=torch.int64), gauss],
         "torch": torch.get_rng_state(),
     }
     np = sys.modules.get("numpy")
@@ -452,6 +453,8 @@ def capture_rng() -> dict[str, Any]:
 
 def restore_rng(rng: dict[str, Any]) -> None:
     version, internal, gauss = rng["python"]
+    if isinstance(internal, torch.Tensor):
+        internal = internal.tolist()
     random.setstate((version, tuple(internal), gauss))
     torch.set_rng_state(rng["torch"])
     if "numpy" in rng:

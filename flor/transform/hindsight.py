@@ -115,6 +115,18 @@ def analyze(recorded: str, edited: str, filename: str = "<script>") -> Hindsight
     return _checked(new, new_loop, tuple(guards), after)
 
 
+def loop_assigned(source: str, filename: str = "<script>") -> frozenset[str] | None:
+    """The names the main loop can rebind: its body's (and its variable's), and any a
+    function declares ``global``/``nonlocal``. None when there is not one ``flor.it`` loop."""
+    tree = _parse(source, filename)
+    found = _main_loop(tree)
+    if found is None:
+        return None
+    loop = found[0]
+    targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    return frozenset(_assigned(loop.body) | targets | _globals_assigned(tree))
+
+
 def _main_loop(tree: ast.Module) -> tuple[ast.For, str] | None:
     """The one ``for ... in flor.it(...)`` loop, and the name of the function it is in."""
     found: list[tuple[ast.For, str]] = []
@@ -329,8 +341,10 @@ def _unknowable(
     attributes: set[str],
 ) -> str | None:
     for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            return f"calls {ast.unparse(node.func)}(), which only running the iteration can tell"
         if not isinstance(node, _ALLOWED):
-            return f"does more than arithmetic on names ({type(node).__name__})"
+            return f"is more than arithmetic on counters ({ast.unparse(node)})"
         if isinstance(node, ast.Attribute) and ({node.attr, "*"} & attributes):
             return f"reads .{node.attr}, which the script may assign"
     for name in sorted(_names(expr)):
