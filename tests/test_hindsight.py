@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from flor.replay.triggers import needed_iterations
 from flor.runs.catalogue import RecordedRun
 from flor.runs.records import RunMeta
 from flor.runtime.conditions import Guards, Lookahead, lookup_in, no_lookup
 from flor.runtime.loop_scalars import LoopScalars, replayed
 from flor.transform.hindsight import analyze, periodic
-from flor.replay.triggers import needed_iterations
 
 LOOP = """\
 import flor

@@ -66,7 +66,7 @@ def test_periodic_iterations_are_preferred_and_kept_in_reserve() -> None:
     policy, compute, taken = CheckpointPolicy(1 / 15, periodic=True), 0.0, []
     for g in range(500):
         compute += 0.01
-        if policy.should_checkpoint(compute, g, lambda: (g + 1) % 50 == 0):
+        if policy.should_checkpoint(compute, g, lambda g=g: (g + 1) % 50 == 0):
             policy.charge(g, 0.02)
             policy.settle(g)
             taken.append(g)
