@@ -178,6 +178,11 @@ def run(edge: Edge, name: str, epsilon: float, script: str, args: tuple[str, ...
     help="Also re-execute K checkpointed blocks (per segment) and compare with the record.",
 )
 @click.option(
+    "--threads",
+    help="Torch threads per replay process: N, or auto (the machine's cores / workers). "
+    "Default: the recorded count, for bitwise parity with the record.",
+)
+@click.option(
     "--plan", "show_plan", is_flag=True, help="Print what would run, and an estimate; run nothing."
 )
 @click.option("--replay-id", hidden=True)

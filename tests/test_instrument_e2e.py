@@ -16,7 +16,7 @@ from flor.transform import instrument
 pytestmark = pytest.mark.slow
 
 PLAIN = SCRIPTS / "plain"
-REFUSED = {"hogwild.py", "no_training.py", "generator_iterator.py"}
+REFUSED = {"hogwild.py", "no_training.py"}
 RUNNABLE = sorted(p.name for p in PLAIN.glob("*.py") if p.name not in REFUSED)
 
 

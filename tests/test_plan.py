@@ -127,3 +127,13 @@ def test_sparse_plan_runs_the_last_iteration_for_the_code_after_the_loop() -> No
     assert plan.actions == (ECHO, ECHO, ECHO, REBUILD, LIVE, LIVE) and plan.natural_end
     unfinished = sparse_plan(6, committed={3}, needed=set(), shown=set(range(6)), complete=False)
     assert unfinished.actions == (ECHO,) * 6 and not unfinished.natural_end
+
+
+def test_threads_per_replay_process() -> None:
+    from flor.replay.launch import _threads
+
+    assert _threads(None, 2, 16) is None  # the recorded count: bitwise parity
+    assert _threads("auto", 2, 16) == 8 and _threads("auto", 4, 2) == 1
+    assert _threads("3", 2, 16) == 3
+    with pytest.raises(FlorError, match="--threads 'x'"):
+        _threads("x", 1, 2)

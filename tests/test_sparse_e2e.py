@@ -102,7 +102,8 @@ def test_sparse_segments_merge_into_the_full_run(flor_env: Flor) -> None:
     f.cli("run", "--name", "exp", str(script), str(ITERATIONS))
     edited = _edited(f, "eval")
     truth = f.python(edited, str(ITERATIONS)).stdout
-    merged = f.cli("replay", "--name", "exp", "--workers", "2", edited, str(ITERATIONS))
+    args = ("--workers", "2", "--threads", "auto", edited, str(ITERATIONS))
+    merged = f.cli("replay", "--name", "exp", *args)
     assert merged.stdout == truth
 
 

@@ -132,3 +132,38 @@ def test_corrupt_bytes_are_detected_before_loading() -> None:
     data, sha = enc.data, enc.sha256
     with pytest.raises(CorruptCheckpoint, match="checksum"):
         decode(data[:-1] + b"x", sha, "some/key")
+
+
+def test_a_dataloader_iterator_is_restored_to_its_position_without_loading_data() -> None:
+    from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+
+    from flor.runtime import loader_position
+
+    loader_position.install()
+    ds = TensorDataset(torch.arange(100.0).view(-1, 1))
+    own = torch.Generator().manual_seed(3)
+    samplers = {
+        "shuffle": lambda: {"shuffle": True},
+        "own generator": lambda: {"sampler": RandomSampler(ds, generator=own)},
+        "replacement": lambda: {"sampler": RandomSampler(ds, replacement=True, num_samples=10**10)},
+    }
+    for how, kwargs in samplers.items():
+        torch.manual_seed(0)
+        loader = DataLoader(ds, batch_size=4, **kwargs())
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        node = capture(it)
+        expected = [next(it)[0].flatten().tolist() for _ in range(2)]
+        torch.manual_seed(123)  # another process: another global random state
+        fresh = iter(loader)
+        assert restore(fresh, node) is fresh
+        assert [next(fresh)[0].flatten().tolist() for _ in range(2)] == expected, how
+
+
+def test_a_dataloader_iterator_with_workers_says_why_it_cannot_be_saved() -> None:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    it = iter(DataLoader(TensorDataset(torch.zeros(8, 1)), batch_size=2, num_workers=1))
+    with pytest.raises(Unrestorable, match="worker processes"):
+        capture(it)

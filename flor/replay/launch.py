@@ -67,6 +67,7 @@ class ReplayRequest:
     address: str | None = None
     iterations: str | None = None
     verify: int = 0
+    threads: str | None = None  # N, "auto", or None: the recorded count
     replay_id: str | None = None
     script: str | None = None
     args: tuple[str, ...] = ()
@@ -116,6 +117,7 @@ def prepare(
         original=original,
         replay_id=replay_id or layout.new_id(),
         verify=request.verify,
+        threads=_threads(request.threads, request.workers or 1, os.cpu_count() or 1),
     )
     check_segments(run, options.segment[1])
     # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
@@ -130,6 +132,17 @@ def prepare(
         ray if on_ray else None,
         shipped_env(environ) if on_ray else {},
     )
+
+
+def _threads(spec: str | None, workers: int, cores: int) -> int | None:
+    """Torch threads per replay process: ``auto`` shares the cores among the workers."""
+    if spec is None:
+        return None
+    if spec == "auto":
+        return max(1, cores // workers)
+    if not spec.isdigit() or int(spec) < 1:
+        raise FlorError("bad-option", f"--threads {spec!r}: a positive number, or auto")
+    return int(spec)
 
 
 def _check_request(request: ReplayRequest) -> None:
@@ -190,6 +203,7 @@ def replay_in_parallel(
     def worker_args(index: int) -> list[str]:
         extra = ["--iterations", options.iterations] if options.iterations else []
         extra += ["--verify", str(options.verify)] if options.verify else []
+        extra += ["--threads", str(options.threads)] if options.threads else []
         where = os.path.basename(prepared.script) if on_ray else prepared.script  # Ray: shipped
         return [
             *("--store", store_url),

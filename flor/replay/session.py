@@ -253,8 +253,15 @@ class Replayer(Session):
         import torch
 
         recorded = self.run.meta.numerics
-        if recorded.get("threads") and torch.get_num_threads() != recorded["threads"]:
-            torch.set_num_threads(recorded["threads"])
+        threads = self.options.threads or recorded.get("threads")
+        if threads and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        if self.options.threads and recorded.get("threads") not in (None, threads):
+            self.warn_once(
+                "threads",
+                f"replaying with {threads} torch threads, recorded with {recorded['threads']}: "
+                "sums may round differently, so printed digits can differ from the record's",
+            )
         if recorded.get("deterministic") is not None:
             torch.use_deterministic_algorithms(recorded["deterministic"])
         now = numeric_environment()

@@ -29,6 +29,7 @@ class Options:
     script: str | None = None
     replay_id: str | None = None  # shared by the segments of one parallel replay
     verify: int = 0  # replay: re-execute this many checkpointed blocks just to compare
+    threads: int | None = None  # replay: torch threads (None: the recorded count, for parity)
     source: str | None = None  # the code actually run, when it is not the file (flor run)
     original: str | None = None  # the user's unmodified script, when flor rewrote it
     argv: tuple[str, ...] | None = None  # the script's argv, when sys.argv is flor's own

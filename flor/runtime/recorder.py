@@ -137,7 +137,6 @@ class Recorder(Session):
         timings, block_timings = self.clock.take()
         stdout = self.stdout.take_iterations(g)
         logs, self.logs = self.logs, []
-
         scalars = self.scalars.take()
 
         def commit() -> None:

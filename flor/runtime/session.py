@@ -44,6 +44,9 @@ def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[
 
 class Session:
     def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
+        from flor.runtime import loader_position
+
+        loader_position.install()  # before the script creates its DataLoader iterators
         self.options = options
         self.store = store
         self.reporter = reporter

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from flor.errors import FlorError
+from flor.runtime import loader_position
 from flor.runtime.unbound import UNBOUND
 
 _MISSING = object()
@@ -199,6 +200,11 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
             "v": snap.copy(obj),
             "grad": obj.requires_grad,
         }
+    if loader_position.is_loader_iterator(obj):
+        try:
+            return loader_position.capture(obj)
+        except ValueError as e:
+            raise Unrestorable(str(e)) from None
     if _stateful(obj):
         node = {"k": "sd", "v": clone_tree(obj.state_dict(), snap), "flags": _flags(obj)}
         if isinstance(obj, torch.nn.Module):  # hindsight logs read gradients: a full run has them
@@ -370,6 +376,18 @@ def _restore_pickled(cur: Any, node: dict[str, Any], done: dict[int, Any], path:
     return new
 
 
+def _restore_loader_iterator(
+    cur: Any, node: dict[str, Any], done: dict[int, Any], path: str
+) -> Any:
+    if not loader_position.is_loader_iterator(cur):
+        raise CannotRestore(
+            path,
+            "a DataLoader iterator",
+            "this replay has no iterator there when the block ends (the edit removed it?)",
+        )
+    return loader_position.restore(cur, node)
+
+
 def _restore_tensor_node(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
     return _restore_tensor(cur, node)
 
@@ -386,6 +404,7 @@ _RESTORERS: Mapping[str, Callable[[Any, dict[str, Any], dict[int, Any], str], An
             "dict": _restore_dict,
             "obj": _restore_object,
             "pickle": _restore_pickled,
+            "loader_iter": _restore_loader_iterator,
         }
     )
 )

@@ -501,7 +501,9 @@ def _bound_before(p: Program, scope: Scope, loop: Loop, name: str) -> bool:
 
 
 def _refuse_iterators(p: Program, scope: Scope, names: list[str]) -> None:
-    """Generators and live iterators cannot be checkpointed (PATTERNS.md 17)."""
+    """Generators cannot be checkpointed (PATTERNS.md 17). ``iter(...)`` is left to the
+    runtime: a DataLoader's or a list's iterator can be, and one that cannot (``iter`` of a
+    generator) makes the recording say which value, and replay re-execute the block."""
     generators = {name for name, fns in p.functions.items() if any(_yields(p, f) for f in fns)}
     for name in names:
         for a in scope[name]:
@@ -516,7 +518,7 @@ def _refuse_iterators(p: Program, scope: Scope, names: list[str]) -> None:
             if isinstance(value, cst.GeneratorExp) or (
                 isinstance(value, cst.Call)
                 and isinstance(value.func, cst.Name)
-                and (value.func.value in ("iter", "cycle") or value.func.value in generators)
+                and (value.func.value == "cycle" or value.func.value in generators)
             ):
                 raise Refused(
                     f"`{name}` (line {p.line(node_of(a))}) is an iterator or generator the block advances; "

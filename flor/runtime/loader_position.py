@@ -1,0 +1,102 @@
+"""A persistent DataLoader iterator's position, checkpointed without its data.
+
+``data_iter = iter(loader)`` advanced with ``next()`` inside the loop (an
+``InfiniteDataLoader`` around ``RandomSampler(replacement=True, ...)``) holds
+its position in a generator, which cannot be saved. What decides that
+position is small: the random state its sampler drew from when the iterator
+produced its first batch (a ``RandomSampler`` seeds itself then, from the
+global torch generator or its own), and how many batches it has produced. So
+flor notes the random state at each iterator's first batch (``install``
+wraps ``_next_index`` of torch's single-process iterator), saves that and the
+count, and on restore re-creates the index stream from that state and
+fast-forwards it by the count: indices only, no data is loaded.
+
+Iterators with worker processes (``num_workers > 0``) prefetch in other
+processes: their position cannot be captured, and the error names the
+iterator and where it was created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import dataloader
+
+_Iter = dataloader._BaseDataLoaderIter
+
+
+def install() -> None:
+    """Note the random state at every DataLoader iterator's first batch (once per process)."""
+    if getattr(_Iter._next_index, "_flor", False):
+        return
+    original: Any = _Iter._next_index  # untyped in torch
+
+    def _next_index(self: Any) -> Any:
+        if self._num_yielded == 0:
+            self._flor_start = _random_state(self)
+        return original(self)
+
+    _next_index._flor = True  # type: ignore[attr-defined]
+    _Iter._next_index = _next_index  # type: ignore[method-assign]
+
+
+def is_loader_iterator(obj: Any) -> bool:
+    return isinstance(obj, _Iter)
+
+
+def capture(it: Any) -> dict[str, Any]:
+    """The node that restores ``it``'s position; ``ValueError`` saying why it cannot."""
+    if not isinstance(it, dataloader._SingleProcessDataLoaderIter):
+        raise ValueError(
+            f"a DataLoader iterator with worker processes (num_workers={it._num_workers}), "
+            "whose position lives in those processes; use num_workers=0 to make it restorable"
+        )
+    if it._num_yielded and getattr(it, "_flor_start", None) is None:
+        raise ValueError("a DataLoader iterator that produced batches before flor started")
+    return {
+        "k": "loader_iter",
+        "yielded": it._num_yielded,
+        "start": getattr(it, "_flor_start", None),
+        "base_seed": it._base_seed,
+    }
+
+
+def restore(cur: Any, node: dict[str, Any]) -> Any:
+    """Put ``cur`` (this process's iterator over the same loader) where ``node`` was."""
+    cur._sampler_iter = iter(cur._index_sampler)
+    cur._num_yielded = 0
+    cur._base_seed = node["base_seed"]
+    start = node["start"]
+    if start is not None and node["yielded"]:
+        now = _random_state(cur)
+        _set_random_state(cur, start)
+        cur._flor_start = start
+        for _ in range(node["yielded"]):  # the sampler's draws replayed: indices, no data
+            if next(cur._sampler_iter, None) is None:
+                break
+        # The global generator gets the checkpoint's state when the block's restore ends;
+        # a sampler's own generator is now where the recorded one was.
+        torch.set_rng_state(now["torch"])
+    cur._num_yielded = node["yielded"]
+    return cur
+
+
+def _generators(it: Any) -> list[torch.Generator]:
+    """The samplers' own generators (``RandomSampler(generator=g)``), if any."""
+    found = []
+    for sampler in (it._index_sampler, getattr(it._index_sampler, "sampler", None)):
+        g = getattr(sampler, "generator", None)
+        if isinstance(g, torch.Generator):
+            found.append(g)
+    return found
+
+
+def _random_state(it: Any) -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "own": [g.get_state() for g in _generators(it)]}
+
+
+def _set_random_state(it: Any, state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    for g, s in zip(_generators(it), state["own"]):
+        g.set_state(s)
