@@ -189,3 +189,26 @@ def test_the_recording_prefers_the_iteration_before_a_rare_test_fires() -> None:
         g for g in range(100) if ahead.next_fires(g, {"iter_num": g, "eval_interval": 20}, lookup)
     ]
     assert fired == [19, 39, 59, 79, 99]
+
+
+def test_a_removed_line_runs_where_it_ran_in_the_record() -> None:
+    recorded = edit(
+        "    iter_num += 1\n", '    iter_num += 1\n    if iter_num % 5 == 0:\n        print("x")\n'
+    )
+    found = analyze(recorded, LOOP)
+    ((test,),) = found.guards
+    assert (test.test, test.shifts) == ("iter_num % 5 == 0", (("iter_num", 1),))
+
+
+def test_an_edit_to_how_the_counter_advances_is_dense() -> None:
+    found = analyze(LOOP, edit("    iter_num += 1\n", "    iter_num += 2\n"))
+    assert found.dense == "the edit changes how the loop advances its counters"
+
+
+def test_what_the_end_call_carries_is_not_an_edit_of_the_loop() -> None:
+    carried = edit(
+        "model=model, loss=loss, iter_num=iter_num",
+        "model=model, loss=loss, iter_num=iter_num, x=x",
+    )
+    found = analyze(LOOP, carried)
+    assert found.sparse and not found.guards and not found.after_loop

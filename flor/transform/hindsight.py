@@ -81,10 +81,8 @@ class Hindsight:
 @dataclass(frozen=True)
 class _Change:
     node: ast.AST
-    # Enclosing (node, field) pairs of the edited tree, outermost first: a removed statement's
-    # enclosing statements matched their recorded counterparts, so they are the same tests.
-    chain: tuple[tuple[ast.AST, str], ...]
-    added: bool  # False: removed (the node is from the recorded tree)
+    chain: tuple[tuple[ast.AST, str], ...]  # enclosing (node, field) pairs, outermost first
+    added: bool  # False: removed (node and chain are the recorded tree's)
 
 
 def analyze(recorded: str, edited: str, filename: str = "<script>") -> Hindsight:
@@ -95,24 +93,33 @@ def analyze(recorded: str, edited: str, filename: str = "<script>") -> Hindsight
     if old_loop is None or new_loop is None:
         return Hindsight(dense="not one flor.it loop in the script", expected=False)
     changes: list[_Change] = []
-    _diff(old.body, new.body, (), changes)
+    _diff(old.body, new.body, (), (), changes)
     old_names = {n.name for n in ast.walk(old) if isinstance(n, _SCOPES[:3])}
+    loops = {True: _Loop(new, new_loop), False: _Loop(old, old_loop)}
+    if loops[True].steps != loops[False].steps:
+        return Hindsight(
+            dense="the edit changes how the loop advances its counters", expected=False
+        )
     guards: list[tuple[Condition, ...]] = []
     after = False
     for change in changes:
-        loop_line = (new_loop if change.added else old_loop)[0].lineno
-        where = _place(change, new_loop[0], loop_line, old_names)
+        loop = loops[change.added]  # a removed line's tests and increments: the record's
+        where = _place(change, loop.loop, old_names)
         if where == "loop":
-            for conditions in _guards(change, new_loop[0]):
+            for conditions in _guards(change, loop.loop):
                 if not conditions:
                     line = getattr(change.node, "lineno", 0)
                     return Hindsight(dense=f"line {line} runs in every iteration", expected=True)
-                guards.append(conditions)
+                resolved = [loop.resolve(c) for c in conditions]
+                problem = next((r for r in resolved if isinstance(r, str)), None)
+                if problem is not None:
+                    return Hindsight(dense=problem, expected=False)
+                guards.append(tuple(c for c in resolved if isinstance(c, Condition)))
         elif where == "after":
             after = True
         elif where != "before":
             return Hindsight(dense=where, expected=False)
-    return _checked(new, new_loop, tuple(guards), after)
+    return loops[True].analysis(tuple(guards), after)
 
 
 def loop_assigned(source: str, filename: str = "<script>") -> frozenset[str] | None:
@@ -154,10 +161,11 @@ def _is_flor_it(expr: ast.expr) -> bool:
 def _diff(
     old: list[ast.stmt],
     new: list[ast.stmt],
+    old_chain: tuple[tuple[ast.AST, str], ...],
     new_chain: tuple[tuple[ast.AST, str], ...],
     out: list[_Change],
 ) -> None:
-    a, b = [ast.dump(s) for s in old], [ast.dump(s) for s in new]
+    a, b = [_key(s) for s in old], [_key(s) for s in new]
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
@@ -167,16 +175,23 @@ def _diff(
                 if _same_header(o, n):
                     for name in _BODIES:
                         if isinstance(getattr(o, name, None), list):
-                            _diff(getattr(o, name), getattr(n, name), (*new_chain, (n, name)), out)
+                            inner_old, inner_new = (*old_chain, (o, name)), (*new_chain, (n, name))
+                            _diff(getattr(o, name), getattr(n, name), inner_old, inner_new, out)
                 else:
-                    out.append(_Change(o, new_chain, added=False))
+                    out.append(_Change(o, old_chain, added=False))
                     out.append(_Change(n, new_chain, added=True))
             continue
-        out.extend(_Change(o, new_chain, added=False) for o in old[i1:i2])
+        out.extend(_Change(o, old_chain, added=False) for o in old[i1:i2])
         out.extend(_Change(n, new_chain, added=True) for n in new[j1:j2])
 
 
 _BODIES = ("body", "orelse", "finalbody")
+
+
+def _key(stmt: ast.stmt) -> str:
+    """What the diff compares. ``SkipBlock.end(...)`` is flor's own line: what it carries may
+    change with an edit (the plan checks the checkpoints hold it), not what the loop does."""
+    return "SkipBlock.end" if _is_end_call(stmt) else ast.dump(stmt)
 
 
 def _same_header(a: ast.stmt, b: ast.stmt) -> bool:
@@ -197,7 +212,7 @@ def _dumped(value: object) -> object:
     return value
 
 
-def _place(change: _Change, loop: ast.For, loop_line: int, old_names: set[str]) -> str:
+def _place(change: _Change, loop: ast.For, old_names: set[str]) -> str:
     """``loop``, ``before``, ``after`` (the main loop's code), or why it is neither."""
     node = change.node
     if any(isinstance(n, ast.For) and _is_flor_it(n.iter) for n in ast.walk(node)):
@@ -213,7 +228,7 @@ def _place(change: _Change, loop: ast.For, loop_line: int, old_names: set[str]) 
                 return "before"  # a new function for the new lines: defining it changes nothing
             kind = "class" if isinstance(outer, ast.ClassDef) else "function"
             return f"{kind} {getattr(outer, 'name', '')} changed"
-    return "before" if getattr(node, "lineno", 0) < loop_line else "after"
+    return "before" if getattr(node, "lineno", 0) < loop.lineno else "after"
 
 
 def _contains(outer: ast.AST, inner: ast.AST) -> bool:
@@ -255,6 +270,7 @@ class _Loop:
         self.counters = _counters(self.loop.body)
         self.unknowable = _globals_assigned(tree)
         self.attributes = _attributes_assigned(tree)
+        self.steps = tuple(sorted((n, sum(s for _, s in v)) for n, v in self.counters.items()))
 
     def resolve(self, c: Condition) -> Condition | str:
         """``c`` with what it reads and the increments before it; or why it is unknowable."""
@@ -278,28 +294,8 @@ class _Loop:
             scope=self.scope,
             targets=tuple(sorted(self.targets.items())),
             counters=frozenset(self.counters),
-            steps=tuple(sorted((n, sum(s for _, s in v)) for n, v in self.counters.items())),
+            steps=self.steps,
         )
-
-
-def _checked(
-    tree: ast.Module,
-    found: tuple[ast.For, str],
-    guards: tuple[tuple[Condition, ...], ...],
-    after: bool,
-) -> Hindsight:
-    """The analysis, if every condition reads only values known per iteration."""
-    loop = _Loop(tree, found)
-    resolved = []
-    for guard in guards:
-        conditions = []
-        for c in guard:
-            done = loop.resolve(c)
-            if isinstance(done, str):
-                return Hindsight(dense=done, expected=False)
-            conditions.append(done)
-        resolved.append(tuple(conditions))
-    return loop.analysis(tuple(resolved), after)
 
 
 def periodic(source: str, filename: str = "<script>") -> Hindsight:
