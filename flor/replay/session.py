@@ -6,7 +6,7 @@ import atexit
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flor import runs
@@ -60,17 +60,11 @@ class ReplayPlan:
     needed: Needed | None = None  # a sparse replay: the iterations it runs
 
 
-def plan_replay(
-    run: runs.RecordedRun,
-    source: str,
-    script: str,
-    options: Options,
-    lookup: Lookup = no_lookup,
-) -> ReplayPlan:
+def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Options) -> ReplayPlan:
     """Plan a replay of ``run`` with the edited ``source``; one-line errors for what cannot be.
 
-    ``lookup``: the replaying process's values of names the loop never assigns (known once
-    the loop starts), for conditions that read them."""
+    A sparse plan's conditions may read names the loop never assigns, known once the loop
+    starts: ``replan`` then plans its iterations again with them."""
     changes = compare(run.source, source, script)
     if changes.missing or changes.added:
         parts = []
@@ -99,13 +93,7 @@ def plan_replay(
     if options.iterations:
         live &= parse_iterations(options.iterations, total)
     hindsight = analyze(run.source, source, script) if len(run.loops) <= 1 else None
-    needed = None
-    if hindsight is not None and hindsight.sparse:
-        needed = needed_iterations(run, hindsight, lookup, live)
-        plan = sparse_plan(total, usable, needed.iterations, live, run.complete)
-    else:
-        plan = make_plan(total, usable, live, run.complete)
-    runs_here = {g for g in live if plan.action(g) == LIVE}
+    plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, no_lookup)
     return ReplayPlan(
         plan,
         frozenset(live),
@@ -113,10 +101,37 @@ def plan_replay(
         frozenset(usable),
         changes.ends,
         {g: why for g, why in checked.items() if why is not None},
-        sample_checks(sorted(usable & runs_here - plan.entries), options.verify),
+        verify,
         hindsight,
         needed,
     )
+
+
+def replan(run: runs.RecordedRun, decided: ReplayPlan, verify: int, lookup: Lookup) -> ReplayPlan:
+    """``decided`` with its iterations planned again, now that ``lookup`` knows more."""
+    plan, needed, checks = _iterations(
+        run, set(decided.live), set(decided.usable), decided.hindsight, verify, lookup
+    )
+    return replace(decided, plan=plan, needed=needed, verify=checks)
+
+
+def _iterations(
+    run: runs.RecordedRun,
+    live: set[int],
+    usable: set[int],
+    hindsight: Hindsight | None,
+    verify: int,
+    lookup: Lookup,
+) -> tuple[Plan, Needed | None, frozenset[int]]:
+    """What each iteration does (sparse where the edit allows), and those re-run to check."""
+    needed = None
+    if hindsight is not None and hindsight.sparse:
+        needed = needed_iterations(run, hindsight, lookup, live)
+        plan = sparse_plan(run.iterations, usable, needed.iterations, live, run.complete)
+    else:
+        plan = make_plan(run.iterations, usable, live, run.complete)
+    runs_here = {g for g in live if plan.action(g) == LIVE}
+    return plan, needed, sample_checks(sorted(usable & runs_here - plan.entries), verify)
 
 
 class Replayer(Session):
@@ -146,19 +161,20 @@ class Replayer(Session):
         sys.stdout, sys.stderr = self.stdout, self.stderr
         self.tally = ReplayTally()
         # A sparse plan is final once the loop starts: its conditions may read names then bound.
-        self._replan = decided.needed is not None
-        self._adopt(decided, warn=not self._replan)
+        self._decided: ReplayPlan | None = decided if decided.needed is not None else None
+        self._adopt(decided, final=self._decided is None)
         self._restoring: Any = None
         self._checking: CheckpointEntry | None = None
         self._closed = False
         atexit.register(self.close)
 
-    def _adopt(self, decided: ReplayPlan, warn: bool) -> None:
+    def _adopt(self, decided: ReplayPlan, final: bool) -> None:
+        """Follow ``decided``; prefetch its checkpoints and say how it replays once ``final``."""
         self.live = set(decided.live)
         self.plan = decided.plan
         self.verify_at = decided.verify
-        self.loader = CheckpointLoader(self.store, self._expected_reads())
-        if warn:
+        self.loader = CheckpointLoader(self.store, self._expected_reads() if final else [])
+        if final:
             self._say_how(decided)
 
     def _say_how(self, decided: ReplayPlan) -> None:
@@ -175,11 +191,11 @@ class Replayer(Session):
                 "values their conditions read (recorded by an older flor?)",
             )
 
-    def _replan_with(self, frame: Frame) -> None:
-        self._replan = False
+    def _replan_with(self, decided: ReplayPlan, frame: Frame) -> None:
+        self._decided = None
         self.loader.close()
         lookup = lookup_in(visible_names(frame))
-        self._adopt(plan_replay(self.run, self.source, self.script, self.options, lookup), True)
+        self._adopt(replan(self.run, decided, self.options.verify, lookup), final=True)
 
     def _expected_reads(self) -> list[CheckpointEntry]:
         reads = []
@@ -197,8 +213,8 @@ class Replayer(Session):
         self.loops += 1
         if loop == 0:
             self._match_numerics()
-            if self._replan:
-                self._replan_with(sys._getframe(1))  # the frame running the user's loop
+            if self._decided is not None:
+                self._replan_with(self._decided, sys._getframe(1))  # the user's loop frame
         if loop < len(self.run.loops):
             count = self.run.loops[loop].count
         else:

@@ -25,7 +25,7 @@ class BlockChanges:
     recorded_ends: dict[str, EndCall] = field(default_factory=dict)
 
 
-def _parse(source: str, filename: str) -> ast.Module:
+def parse(source: str, filename: str) -> ast.Module:
     try:
         return ast.parse(source, filename)
     except SyntaxError as e:
@@ -34,14 +34,18 @@ def _parse(source: str, filename: str) -> ast.Module:
         ) from None
 
 
-def _block_name(test: ast.expr) -> str | None:
-    """``"name"`` if ``test`` is ``<...>SkipBlock.step_into("name", ...)``."""
-    if not isinstance(test, ast.Call) or not isinstance(test.func, ast.Attribute):
-        return None
-    func = test.func
-    owner = func.value
+def is_skipblock_call(expr: ast.AST, method: str) -> bool:
+    """Whether ``expr`` is ``<...>SkipBlock.<method>(...)``."""
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Attribute):
+        return False
+    owner = expr.func.value
     owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
-    if func.attr != "step_into" or owner_name != "SkipBlock" or not test.args:
+    return expr.func.attr == method and owner_name == "SkipBlock"
+
+
+def block_name(test: ast.expr) -> str | None:
+    """``"name"`` if ``test`` is ``<...>SkipBlock.step_into("name", ...)``."""
+    if not isinstance(test, ast.Call) or not is_skipblock_call(test, "step_into") or not test.args:
         return None
     first = test.args[0]
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
@@ -65,14 +69,14 @@ def _called_names(nodes: list[ast.stmt]) -> set[str]:
 
 def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
     """Block name -> fingerprint of its body and the same-file functions it calls."""
-    tree = _parse(source, filename)
+    tree = parse(source, filename)
     functions: dict[str, list[ast.AST]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.setdefault(node.name, []).append(node)
     bodies: dict[str, list[ast.stmt]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and (name := _block_name(node.test)) is not None:
+        if isinstance(node, ast.If) and (name := block_name(node.test)) is not None:
             bodies.setdefault(name, []).extend(node.body)
     result = {}
     for name, body in bodies.items():
@@ -114,12 +118,12 @@ def _variable(expr: ast.expr) -> str | None:
 def end_calls(source: str, filename: str = "<script>") -> dict[str, EndCall]:
     """Block name -> the ``SkipBlock.end(...)`` call right after its ``if`` statement."""
     out: dict[str, EndCall] = {}
-    for node in ast.walk(_parse(source, filename)):
+    for node in ast.walk(parse(source, filename)):
         for body in (getattr(node, part, None) for part in ("body", "orelse", "finalbody")):
             if not isinstance(body, list):
                 continue
             for stmt, after in zip(body, body[1:]):
-                if isinstance(stmt, ast.If) and (name := _block_name(stmt.test)) is not None:
+                if isinstance(stmt, ast.If) and (name := block_name(stmt.test)) is not None:
                     value = getattr(after, "value", None)
                     if isinstance(value, ast.Call):
                         out[name] = EndCall(

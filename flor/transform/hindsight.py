@@ -27,7 +27,7 @@ import ast
 import difflib
 from dataclasses import dataclass, field
 
-from flor.transform.fingerprints import _block_name, _parse
+from flor.transform.fingerprints import block_name, is_skipblock_call, parse
 
 # Nodes a condition may consist of: arithmetic, comparisons and boolean logic on names.
 _ALLOWED = (
@@ -87,8 +87,8 @@ class _Change:
 
 def analyze(recorded: str, edited: str, filename: str = "<script>") -> Hindsight:
     """Where ``edited``'s differences from ``recorded`` run in the main loop."""
-    old = _parse(recorded, filename + " (recorded)")
-    new = _parse(edited, filename)
+    old = parse(recorded, filename + " (recorded)")
+    new = parse(edited, filename)
     old_loop, new_loop = _main_loop(old), _main_loop(new)
     if old_loop is None or new_loop is None:
         return Hindsight(dense="not one flor.it loop in the script", expected=False)
@@ -125,7 +125,7 @@ def analyze(recorded: str, edited: str, filename: str = "<script>") -> Hindsight
 def loop_assigned(source: str, filename: str = "<script>") -> frozenset[str] | None:
     """The names the main loop can rebind: its body's (and its variable's), and any a
     function declares ``global``/``nonlocal``. None when there is not one ``flor.it`` loop."""
-    tree = _parse(source, filename)
+    tree = parse(source, filename)
     found = _main_loop(tree)
     if found is None:
         return None
@@ -240,7 +240,7 @@ def _guards(change: _Change, loop: ast.For) -> list[tuple[Condition, ...]]:
     (whose test alone runs every iteration), under its own test too."""
     around = _conditions(change, loop)
     node = change.node
-    if not isinstance(node, ast.If) or _block_name(node.test) is not None:
+    if not isinstance(node, ast.If) or block_name(node.test) is not None:
         return [around]
     test = ast.unparse(node.test)
     branches = ((node.body, True), (node.orelse, False))
@@ -255,7 +255,7 @@ def _conditions(change: _Change, loop: ast.For) -> tuple[Condition, ...]:
         if node is loop:
             inside = True
             continue
-        if inside and isinstance(node, ast.If) and _block_name(node.test) is None:
+        if inside and isinstance(node, ast.If) and block_name(node.test) is None:
             out.append(Condition(ast.unparse(node.test), field_name == "body", node.test.lineno))
     return tuple(out)
 
@@ -301,7 +301,7 @@ class _Loop:
 def periodic(source: str, filename: str = "<script>") -> Hindsight:
     """The main loop's own ``if`` tests that a recording can evaluate one iteration ahead
     (its evaluation and logging branches): where hindsight lines will go."""
-    tree = _parse(source, filename)
+    tree = parse(source, filename)
     found = _main_loop(tree)
     if found is None:
         return Hindsight(dense="not one flor.it loop in the script")
@@ -309,7 +309,7 @@ def periodic(source: str, filename: str = "<script>") -> Hindsight:
     tests = [
         node
         for node in _walk_scope(found[0].body)
-        if isinstance(node, ast.If) and _block_name(node.test) is None
+        if isinstance(node, ast.If) and block_name(node.test) is None
     ]
     resolved = [loop.resolve(Condition(ast.unparse(t.test), True, t.test.lineno)) for t in tests]
     guards = tuple((c,) for c in resolved if isinstance(c, Condition))
@@ -384,12 +384,7 @@ def _walk_scope(body: list[ast.stmt]) -> list[ast.AST]:
 
 
 def _is_end_call(node: ast.AST) -> bool:
-    if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
-        return False
-    func = node.value.func
-    owner = func.value if isinstance(func, ast.Attribute) else None
-    owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
-    return getattr(func, "attr", None) == "end" and owner_name == "SkipBlock"
+    return isinstance(node, ast.Assign) and is_skipblock_call(node.value, "end")
 
 
 def _counters(body: list[ast.stmt]) -> dict[str, list[tuple[int, int]]]:
@@ -415,7 +410,7 @@ def _unconditional(body: list[ast.stmt]) -> list[ast.stmt]:
     for stmt in body:
         out.append(stmt)
         if isinstance(stmt, ast.With) or (
-            isinstance(stmt, ast.If) and _block_name(stmt.test) is not None
+            isinstance(stmt, ast.If) and block_name(stmt.test) is not None
         ):
             out.extend(_unconditional(stmt.body))
     return out
