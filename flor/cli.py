@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,10 +24,18 @@ from flor.errors import FlorError
 from flor.runs import layout, query
 from flor.runs.query import ranges
 from flor.runtime.execfile import read_script
-from flor.runtime.options import DEFAULT_EPSILON, Options, check_name
+from flor.runtime.options import (
+    DEFAULT_EPSILON,
+    DEFAULT_STORAGE,
+    Options,
+    check_name,
+    parse_storage,
+)
 from flor.runtime.reporter import Reporter
 from flor.store import Store, StoreSettings
 from flor.transform import instrument as instrument_source
+
+STARTED = time.perf_counter()  # flor run charges its own start-up to the run's budget
 
 SCRIPT_SETTINGS = MappingProxyType(
     {"ignore_unknown_options": True, "allow_interspersed_args": False}
@@ -122,11 +131,21 @@ def instrument(script: str, output: str | None, write: bool) -> None:
     show_default="1/15",
     help="Checkpoint overhead budget, as a fraction of training time.",
 )
+@click.option(
+    "--storage",
+    envvar="FLOR_STORAGE",
+    default=DEFAULT_STORAGE,
+    show_default=True,
+    help="What the run's checkpoints may keep in the store (10GB, 500MiB, 2GB/h of training, "
+    "unlimited); older ones are thinned to fit.",
+)
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 @one_line_errors
-def run(edge: Edge, name: str, epsilon: float, script: str, args: tuple[str, ...]) -> None:
+def run(
+    edge: Edge, name: str, epsilon: float, storage: str, script: str, args: tuple[str, ...]
+) -> None:
     """Record SCRIPT [ARGS...]: instrument it in memory and run it as `python SCRIPT ARGS`.
 
     Everything after SCRIPT belongs to the script, unchanged.
@@ -135,17 +154,19 @@ def run(edge: Edge, name: str, epsilon: float, script: str, args: tuple[str, ...
 
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
+    budget = parse_storage(storage)
     original = read_script(script)
     options = Options(
         mode="record",
         name=check_name(name),
         epsilon=epsilon,
+        storage=budget,
         script=os.path.abspath(script),
         source=instrumented_source(script, original, edge.reporter),
         original=original,
         argv=(script, *args),
     )
-    sys.exit(record_here(options, edge.store(), edge.reporter))
+    sys.exit(record_here(options, edge.store(), edge.reporter, STARTED))
 
 
 @cli.command(context_settings=dict(SCRIPT_SETTINGS))
@@ -438,8 +459,9 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
         ("status", s.get("status") if s["complete"] else "incomplete (killed?)"),
         ("iterations", s["iterations"]),
         ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
-        ("overhead", f"{s.get('overhead', 0):.2%} (budget {s.get('epsilon', 0):.2%})"),
+        ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
         ("per ckpt", _cost_line(s)),
+        ("storage", _storage_line(s)),
         ("size", _size_line(s)),
         ("numerics", json.dumps(s.get("numerics", {}))),
         ("replays", ", ".join(s["replays"]) or "-"),
@@ -454,14 +476,26 @@ def _cost_line(s: dict[str, Any]) -> str:
     if not taken:
         return "-"
     spent = s.get("overhead", 0) * s.get("compute_seconds", 0)
+    spent -= s.get("setup_seconds", 0) + s.get("bookkeeping_seconds", 0)
     stalls = s.get("stall_seconds") or []
     stall = sum(stalls) / len(stalls) if stalls else 0.0
     writer = max(spent / taken - stall, 0.0)
-    size = s.get("checkpoint_bytes", 0) / taken
+    kept = taken - (s.get("thinned") or 0)
+    size = s.get("checkpoint_bytes", 0) / kept if kept else 0.0
     return (
         f"{1000 * spent / taken:.1f} ms: {1000 * stall:.1f} ms copying on the training thread, "
         f"{1000 * writer:.1f} ms writing in the background; {size / 1e6:.2f} MB"
     )
+
+
+def _storage_line(s: dict[str, Any]) -> str:
+    """What the storage budget kept of the checkpoints taken."""
+    budget = s.get("storage_budget") or "-"
+    taken, thinned = s.get("checkpoints") or 0, s.get("thinned") or 0
+    stored = s.get("stored_bytes", 0) / 1e6
+    kept = taken - thinned
+    per = f", {stored / kept:.2f} MB each" if kept else ""
+    return f"budget {budget}: kept {kept} of {taken} taken ({stored:.1f} MB stored{per})"
 
 
 def _size_line(s: dict[str, Any]) -> str:

@@ -42,6 +42,7 @@ def test_instrument_prints_diff_and_report(tmp_path: Path) -> None:
         (["instrument", "missing.py"], "cannot read missing.py"),
         (["show", "nosuch"], "no recorded run named 'nosuch'"),
         (["logs", "nosuch"], "no recorded run named 'nosuch'"),
+        (["run", "--name", "x", "--storage", "ten", "t.py"], "storage budget 'ten' is not"),
     ],
 )
 def test_errors_are_one_line(

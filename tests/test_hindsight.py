@@ -7,7 +7,7 @@ from flor.runs.catalogue import RecordedRun
 from flor.runs.records import RunMeta
 from flor.runtime.conditions import Guards, Lookahead, lookup_in, no_lookup
 from flor.runtime.loop_scalars import LoopScalars, replayed
-from flor.transform.hindsight import analyze, periodic
+from flor.transform.hindsight import analyze, loop_assigned, periodic
 
 LOOP = """\
 import flor
@@ -212,3 +212,21 @@ def test_what_the_end_call_carries_is_not_an_edit_of_the_loop() -> None:
     )
     found = analyze(LOOP, carried)
     assert found.sparse and not found.guards and not found.after_loop
+
+
+def test_a_recording_notes_only_what_the_loop_can_rebind() -> None:
+    """Names the loop never assigns keep their value, which a replay reads from its own
+    process; a flip between 1 and True is a change, though 1 == True."""
+    scalars = LoopScalars(frozenset({"step", "flag"}))
+    frame = {"step": 0, "flag": 1, "batch_size": 64, "model": object()}
+    scalars.note(0, "<module>", frame, None)
+    scalars.note(1, "<module>", {**frame, "step": 1}, None)
+    scalars.note(2, "<module>", {**frame, "step": 1, "flag": True}, None)
+    scalars.note(3, "<module>", {**frame, "step": 1, "flag": True}, None)
+    assert scalars.take() == {
+        0: {"step": 0, "flag": 1, "@scope": "<module>"},
+        1: {"step": 1},
+        2: {"flag": True},
+        3: {},
+    }
+    assert periodic(LOOP).rebindable == loop_assigned(LOOP)

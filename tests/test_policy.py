@@ -72,3 +72,18 @@ def test_periodic_iterations_are_preferred_and_kept_in_reserve() -> None:
             taken.append(g)
     eves = [g for g in range(50, 500) if (g + 1) % 50 == 0]
     assert set(eves) <= set(taken), taken
+
+
+def test_start_up_is_charged_to_the_budget() -> None:
+    """Half a second of start-up, at a 10% budget: no checkpoint but the first until five
+    seconds of training have paid for it."""
+    policy, compute, taken = CheckpointPolicy(0.1), 0.0, []
+    policy.charge_fixed(0.5)
+    for g in range(100):
+        compute += 0.1
+        if policy.should_checkpoint(compute, g):
+            policy.charge(g, 0.01)
+            policy.settle(g)
+            taken.append(g)
+    assert taken[0] == 0 and taken[1] >= 49
+    assert policy.overhead(compute) <= 0.1 + 0.01 / compute

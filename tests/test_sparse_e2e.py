@@ -120,3 +120,25 @@ def test_a_value_the_loop_never_assigns_keeps_this_processs_value(flor_env: Flor
     args = ("--flor", "exp", "--replay_flor")
     replayed = f.python(edited, str(ITERATIONS), *args, RUN_LABEL="replay")
     assert replayed.stdout == truth and "label replay" in truth
+
+
+def test_a_storage_budget_thins_the_record_and_replay_still_matches(flor_env: Flor) -> None:
+    """A checkpoint every iteration, a budget for about five: what stays are the eves of
+    the eval branch and the newest; a hindsight line beside the eval branch still trains
+    only the iterations it needs, and the store holds nothing the journal does not use."""
+    f = flor_env
+    script = f.copy(SCRIPT)
+    f.python(script, str(ITERATIONS), "--flor", "exp", FLOR_EPSILON="1e9", FLOR_STORAGE="150KB")
+    shown = f.cli("show", "exp").stdout
+    assert "checkpoints  5 at iterations 9,19,29,38-39" in shown, shown
+    assert "budget 150KB: kept 5 of 40 taken" in shown
+    run = f.latest_run("exp")
+    assert len(list((run / "ckpt").iterdir())) == 5
+    edited = _edited(f, "eval")
+    truth = f.python(edited, str(ITERATIONS)).stdout
+    replay = (edited, str(ITERATIONS), "--flor", "exp", "--replay_flor")
+    replayed, backward = f.counting_backwards("replay", replay, hand=True)
+    assert replayed.stdout == truth
+    # Evals 0, 10, 20 and 30 start from the start and from kept checkpoints; each trains its
+    # own step (the checkpoint after it was thinned), and none of the other 36 steps runs.
+    assert backward == 4

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
 from flor.runtime import context
-from flor.runtime.options import Options, check_name, parse_epsilon, parse_segment
+from flor.runtime.options import (
+    Options,
+    check_name,
+    parse_epsilon,
+    parse_segment,
+    parse_storage,
+)
 
 if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
     from flor.runtime.conditions import Lookahead
@@ -35,14 +41,16 @@ def start(options: Options, store: Store, reporter: Reporter) -> Session:
     if options.mode == "record":
         from flor.runtime.recorder import Recorder
 
-        return context.install(Recorder(options, store, reporter, _lookahead(options)))
+        lookahead, watched = _recording_hints(options)
+        return context.install(Recorder(options, store, reporter, lookahead, watched))
     from flor.replay.session import Replayer
 
     return context.install(Replayer(options, store, reporter))
 
 
-def _lookahead(options: Options) -> Lookahead | None:
-    """The recorded loop's own periodic tests (``flor.transform.hindsight.periodic``)."""
+def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str] | None]:
+    """The recorded loop's own periodic tests, and the names it may rebind
+    (``flor.transform.hindsight.periodic``); None where the script does not tell."""
     from flor.runtime.conditions import Guards, Lookahead
     from flor.transform.hindsight import periodic
 
@@ -52,14 +60,14 @@ def _lookahead(options: Options) -> Lookahead | None:
             with open(options.script or "", encoding="utf-8") as f:
                 source = f.read()
         except OSError:
-            return None
+            return None, None
     try:
         found = periodic(source, options.script or "<script>")
     except FlorError:  # not python: the run reports it
-        return None
+        return None, None
     if not found.guards:
-        return None
-    return Lookahead(Guards(found.guards, found), dict(found.steps))
+        return None, found.rebindable
+    return Lookahead(Guards(found.guards, found), dict(found.steps)), found.rebindable
 
 
 def _one_line_errors(previous: Any, reporter: Reporter) -> Any:
@@ -113,7 +121,8 @@ def strip_legacy_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def legacy_options(found: dict[str, str], environ: Mapping[str, str], script: str) -> Options:
-    """The options the legacy flags ``found`` (and ``FLOR_EPSILON``/``FLOR_ITERATIONS``) give."""
+    """The options the legacy flags ``found`` give (and ``FLOR_EPSILON``, ``FLOR_STORAGE``,
+    ``FLOR_ITERATIONS``)."""
     segment, replay_id = found.get("segment") or "1/1", None
     if found.get("segment") == "":
         from flor.replay.segments import segment_from_env
@@ -127,6 +136,7 @@ def legacy_options(found: dict[str, str], environ: Mapping[str, str], script: st
         segment=parse_segment(segment),
         iterations=environ.get("FLOR_ITERATIONS") or None,
         epsilon=parse_epsilon(environ.get("FLOR_EPSILON")),
+        storage=parse_storage(environ.get("FLOR_STORAGE")),
         script=script,
         replay_id=replay_id,
     )

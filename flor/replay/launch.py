@@ -10,6 +10,7 @@ Ray tasks and merges what they printed, and ``estimate`` says what it would do.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -43,16 +44,32 @@ def instrumented_source(script: str, original: str, reporter: Reporter) -> str:
     return result.source
 
 
-def record_here(options: Options, store: Store, reporter: Reporter) -> int:
+def record_here(
+    options: Options, store: Store, reporter: Reporter, started: float | None = None
+) -> int:
     """Record ``options.script`` in this process; the exit status (the script's, or 2 if
-    uploads failed)."""
+    uploads failed). ``started``: when flor's start-up began, charged to the run's budget."""
+    torch_import = _import_torch()  # first: the recorder imports it too
+    from flor.runtime.recorder import Recorder
+
     session = start(options, store, reporter)
+    assert isinstance(session, Recorder)
+    if started is not None:
+        session.charge_setup(max(time.perf_counter() - started - torch_import, 0.0))
     argv = list(options.argv or ())[1:]
     status = run_as_main(
         options.script or "", argv, options.source or "", options.original, reporter
     )
     session.close(status)
     return status or (2 if session.upload_failed else 0)
+
+
+def _import_torch() -> float:
+    """Seconds to import torch: the script pays them with or without flor."""
+    start = time.perf_counter()
+    import torch  # noqa: F401
+
+    return time.perf_counter() - start
 
 
 @dataclass(frozen=True)

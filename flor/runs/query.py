@@ -25,7 +25,7 @@ def summary(store: Store, run: runs.RecordedRun) -> dict[str, Any]:
         **run.meta.to_json(),
         "iterations": run.iterations,
         "complete": run.complete,
-        "committed": sorted(run.commits),
+        "committed": sorted(g for g, c in run.commits.items() if c.blocks),  # not thinned
         "bytes": run_size(store, run.prefix) + new_blobs,  # its files, and the blobs it added
         "checkpoint_bytes": logical,  # what its checkpoints hold
         "saved_bytes": logical - stored,  # what deduplication did not store again

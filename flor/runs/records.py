@@ -73,19 +73,24 @@ class RunMeta(_Record):
     python: str = ""
     platform: str = ""
     epsilon: float = 0.0
+    storage_budget: str = ""  # as the user gave it (older records: none)
     status: str = "running"
     exit_status: int | None = None
     instrumented: bool = False  # `flor run` rewrote the script; original.py holds the user's
     git_commit: str | None = None
     numerics: Mapping[str, Any] = field(default_factory=dict)
     iterations: int = 0
-    checkpoints: int = 0
+    checkpoints: int = 0  # taken
+    thinned: int = 0  # of which deleted again to stay within the storage budget
     checkpoint_bytes: int = 0
     stored_bytes: int = 0
     compute_seconds: float = 0.0
-    overhead: float = 0.0
+    overhead: float = 0.0  # everything flor charged, over compute_seconds
+    setup_seconds: float = 0.0  # of which flor's start-up
+    bookkeeping_seconds: float = 0.0  # and its work in every iteration, checkpoints aside
     stall_seconds: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
+    _newer = frozenset({"storage_budget", "thinned", "setup_seconds", "bookkeeping_seconds"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
@@ -93,6 +98,16 @@ class RunMeta(_Record):
 
     def updated(self, **changes: Any) -> RunMeta:
         return replace(self, **changes)
+
+    def overhead_parts(self) -> str:
+        """What the overhead is made of: what the budget paid for, and what it does not."""
+        checkpoints = self.overhead * self.compute_seconds
+        checkpoints -= self.setup_seconds + self.bookkeeping_seconds
+        return (
+            f"start-up {self.setup_seconds:.2f} s and checkpoints {max(checkpoints, 0.0):.2f} s "
+            f"within the {self.epsilon:.2%} budget, per-iteration bookkeeping "
+            f"{self.bookkeeping_seconds:.2f} s; of {self.compute_seconds:.1f} s of training"
+        )
 
 
 @dataclass(frozen=True)

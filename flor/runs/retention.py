@@ -1,4 +1,4 @@
-"""`flor gc`: which runs (or checkpoints) a retention rule deletes, and deleting them.
+"""Deleting recorded data: `flor gc`'s retention rules, and a recording's thinning.
 
 Tensor blobs are shared between checkpoints and runs, so a blob goes only
 when no run that stays still points at it.
@@ -7,7 +7,7 @@ when no run that stays still points at it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from flor import runs
@@ -74,16 +74,34 @@ def collect(
 
 
 def delete(store: Store, found: Collection, checkpoints_only: bool) -> None:
-    if checkpoints_only:  # journal entries keep timings and output, but point at no data
+    if checkpoints_only:
         for prefix in found.keys:
             for key in store.keys(layout.journal_folder(prefix)):
                 if not layout.is_loop_end(key):
-                    commit = Commit.from_json(layout.get_json(store, key))
-                    emptied = replace(commit, blocks={})  # replay re-executes these iterations
-                    layout.put_json(store, key, emptied.to_json())
+                    _empty_commit(store, key)
         store.flush()  # no entry may point at data once it is gone (on S3: uploaded first)
     for keys in found.keys.values():
         for key in keys:
             store.delete(key)
     for sha in found.blobs:  # last: a blob goes only once nothing points at it
         store.delete(layout.blob_key(sha))
+
+
+def drop_checkpoint(
+    store: Store, prefix: str, iteration: int, keys: Iterable[str], blobs: Iterable[str]
+) -> None:
+    """Thin one iteration's checkpoint out of a run: its commit first points at nothing,
+    then its manifests ``keys`` and the tensor ``blobs`` that only it used go."""
+    _empty_commit(store, layout.commit_key(prefix, iteration))
+    store.flush()
+    for key in keys:
+        store.delete(key)
+    for sha in blobs:
+        store.delete(layout.blob_key(sha))
+
+
+def _empty_commit(store: Store, key: str) -> None:
+    """The entry keeps its iterations' timings and output but points at no data: replay
+    re-executes those iterations."""
+    commit = Commit.from_json(layout.get_json(store, key))
+    layout.put_json(store, key, replace(commit, blocks={}).to_json(), compact=True)

@@ -27,9 +27,11 @@ from flor.store import Store
 class Written:
     """What a checkpoint write produced: its journal entry, and its bytes."""
 
+    iteration: int
     entry: CheckpointEntry
     logical: int  # what it holds
     stored: int  # what it added to the store, after deduplication
+    created: frozenset[str]  # the tensor blobs it added
 
 
 class Checkpointer:
@@ -71,7 +73,7 @@ class Checkpointer:
                 holds=tuple(sorted({*tree["named"], *tree["values"]})),
                 bound=bound,  # a name outside it was unbound: restoring UNBOUND is right
             )
-            return Written(entry, enc.logical, enc.stored)
+            return Written(g, entry, enc.logical, enc.stored, frozenset(enc.created))
 
         future: Future[Written] = self.writer.submit(g, write, snap.nbytes)
         return future

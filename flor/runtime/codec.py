@@ -37,6 +37,7 @@ class Encoded:
     sha256: str
     blobs: dict[str, int] = field(default_factory=dict)  # blob sha256 -> bytes
     new_blob_bytes: int = 0  # blob bytes the store did not hold yet
+    created: set[str] = field(default_factory=set)  # the blobs this write put in the store
 
     @property
     def logical(self) -> int:
@@ -160,6 +161,7 @@ def _split(x: Any, store: Store, out: Encoded) -> Any:
         sha = hashlib.sha256(raw).hexdigest()
         if sha not in out.blobs and store.put_blob(blob_key(sha), raw):
             out.new_blob_bytes += len(raw)
+            out.created.add(sha)
         out.blobs[sha] = len(raw)
         return {"__flor_blob__": sha, "dtype": _dtype(x), "shape": list(x.shape)}
     if isinstance(x, dict):

@@ -29,21 +29,34 @@ def loop_value(value: Any) -> dict[str, int]:
 
 
 class LoopScalars:
-    def __init__(self) -> None:
+    def __init__(self, watched: frozenset[str] | None = None) -> None:
+        """``watched``: the names the loop may rebind. Any other keeps the value it had at
+        the loop's start, which a replay reads from its own process, so it is not noted
+        (at module level, a scan of every global per iteration was flor's largest cost)."""
+        self._watched = None if watched is None else tuple(sorted(watched))
         self._last: dict[str, Any] = {}
         self._taken: dict[int, dict[str, Any]] = {}  # not yet journaled
 
     def note(self, iteration: int, scope: str, names: dict[str, Any], value: Any) -> None:
         """The values at the start of ``iteration`` (``names``: the loop's frame)."""
-        now: dict[str, Any] = {
-            k: v for k, v in names.items() if type(v) in _KINDS and not k.startswith("_flor")
-        }
+        if self._watched is None:
+            now = {
+                k: v for k, v in names.items() if type(v) in _KINDS and not k.startswith("_flor")
+            }
+        else:
+            now = {}
+            for k in self._watched:
+                v = names.get(k, now)
+                if type(v) in _KINDS:
+                    now[k] = v
         for key, v in loop_value(value).items():
             now[key] = v - iteration  # an offset: constant for range(start, stop)
         now["@scope"] = scope
         last = self._last
         if not self._taken:  # the entry's first iteration: everything
             changed = dict(now)
+        elif now == last and all(type(v) is type(last[k]) for k, v in now.items()):
+            changed = {}  # the common case, without a call per name (1 == True: types too)
         else:
             changed = {k: v for k, v in now.items() if k not in last or _differs(last[k], v)}
             changed.update(dict.fromkeys(last.keys() - now.keys()))

@@ -7,13 +7,33 @@ A leaf module: the ``flor`` command and ``import flor`` (hand-annotated scripts'
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from flor.errors import FlorError
 
 DEFAULT_EPSILON = 1 / 15
+DEFAULT_STORAGE = "10GB"
 _SEGMENT = re.compile(r"^(\d+)/(\d+)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SIZE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(i?)b?\s*(/\s*h(?:our)?)?$", re.IGNORECASE)
+_UNITS = MappingProxyType({"": 0, "k": 1, "m": 2, "g": 3, "t": 4})
+
+
+@dataclass(frozen=True)
+class StorageBudget:
+    """What a run's checkpoints may keep in the store: ``nbytes`` in all, or per hour of
+    training when ``per_hour`` (``None``: no limit). ``text`` is how the user wrote it."""
+
+    nbytes: int | None
+    per_hour: bool = False
+    text: str = "unlimited"
+
+    def limit(self, compute: float) -> float | None:
+        """The bytes allowed after ``compute`` seconds of training."""
+        if self.nbytes is None:
+            return None
+        return self.nbytes * compute / 3600 if self.per_hour else float(self.nbytes)
 
 
 @dataclass(frozen=True)
@@ -26,6 +46,7 @@ class Options:
     segment: tuple[int, int] = (1, 1)
     iterations: str | None = None  # replay: "9" or "0-4,10"
     epsilon: float = DEFAULT_EPSILON
+    storage: StorageBudget = field(default_factory=lambda: parse_storage(DEFAULT_STORAGE))
     script: str | None = None
     replay_id: str | None = None  # shared by the segments of one parallel replay
     verify: int = 0  # replay: re-execute this many checkpointed blocks just to compare
@@ -62,3 +83,23 @@ def parse_epsilon(text: str | None) -> float:
     if not value > 0:
         raise FlorError("bad-epsilon", f"epsilon {text!r} must be a positive number")
     return value
+
+
+def parse_storage(text: str | None) -> StorageBudget:
+    """``"10GB"``, ``"500MiB"``, ``"2GB/h"`` (per hour of training), ``"unlimited"``."""
+    if text is None or not text.strip():
+        text = DEFAULT_STORAGE
+    text = text.strip()
+    if text.lower() in ("unlimited", "none"):
+        return StorageBudget(None)
+    m = _SIZE.match(text)
+    value = float(m.group(1)) if m else 0.0
+    if not m or value <= 0:
+        raise FlorError(
+            "bad-storage",
+            f"storage budget {text!r} is not a positive size such as 10GB, 500MiB or 2GB/h "
+            "(or `unlimited`)",
+        )
+    base = 1024 if m.group(3) else 1000
+    nbytes = int(value * base ** _UNITS[m.group(2).lower()])
+    return StorageBudget(max(nbytes, 1), per_hour=bool(m.group(4)), text=text)

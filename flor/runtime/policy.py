@@ -3,11 +3,15 @@
 Cost is everything a checkpoint takes from training: the training thread's
 in-memory copy (the stall) plus the writer's CPU time to serialize and hash it
 (on a machine whose cores torch already uses, background CPU is not free).
-A checkpoint is taken when the cost spent so far plus the expected cost of
-this one stays within ``epsilon`` times the compute so far. Expensive
-checkpoints thereby become sparse and periodic on their own; the first one is
-always taken, because cost must be measured before it can be budgeted, and
-the estimate is a running mean over the recent checkpoints, not only the first.
+flor's start-up is charged too (``fixed``: instrumenting the script; torch's
+import is the script's own). A checkpoint is taken when everything spent so
+far plus the expected cost of this one stays within ``epsilon`` times the
+compute so far. Expensive checkpoints thereby become sparse and periodic on
+their own; the first one is always taken, because cost must be measured
+before it can be budgeted, and the estimate is a running mean over the recent
+checkpoints, not only the first. (flor's bookkeeping in every iteration is
+measured and reported by the recorder, not charged here: fewer checkpoints
+would not make it smaller.)
 
 Where the budget buys fewer checkpoints than iterations, it spends them where
 hindsight will look. People add hindsight lines beside the loop's periodic work
@@ -22,9 +26,16 @@ will most likely fire.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections import deque
 from collections.abc import Callable
+
+
+class Decision(enum.IntEnum):
+    SKIP = 0
+    TAKE = 1  # on a round iteration count
+    PREFERRED = 2  # on the eve of one of the loop's periodic iterations
 
 
 class CheckpointPolicy:
@@ -32,6 +43,7 @@ class CheckpointPolicy:
         self.epsilon = epsilon
         self.periodic = periodic  # the loop has tests to prefer: keep a reserve for them
         self.spent = 0.0  # seconds of checkpoint cost so far
+        self.fixed = 0.0  # seconds of flor's start-up
         self.taken = 0
         self._recent: deque[float] = deque(maxlen=8)  # cost of each recent checkpoint
         self._pending: dict[int, float] = {}  # iteration -> cost charged so far
@@ -40,29 +52,39 @@ class CheckpointPolicy:
     def should_checkpoint(
         self, compute: float, iteration: int = 0, preferred: Callable[[], bool] | None = None
     ) -> bool:
+        return bool(self.decide(compute, iteration, preferred))
+
+    def decide(
+        self, compute: float, iteration: int = 0, preferred: Callable[[], bool] | None = None
+    ) -> Decision:
         """Whether to checkpoint ``iteration`` now, after ``compute`` seconds of training;
         ``preferred()``: whether the next iteration is one of the loop's periodic ones."""
         with self._lock:
             if not self._recent and not self._pending:
-                return True
+                return Decision.TAKE
             recent = list(self._recent) or list(self._pending.values())
             expected = sum(recent) / len(recent)
-            budget, spent = self.epsilon * compute, self.spent
+            budget, spent = self.epsilon * compute, self.spent + self.fixed
         if spent + expected > budget:
-            return False
+            return Decision.SKIP
         if preferred is not None and preferred():
-            return True
+            return Decision.PREFERRED
         if self.periodic and spent + 2 * expected > budget:
-            return False  # the reserve: the next periodic iteration must find it
+            return Decision.SKIP  # the reserve: the next periodic iteration must find it
         per_iteration = compute / (iteration + 1)
         affordable = expected / (self.epsilon * per_iteration) if per_iteration > 0 else 1.0
-        return (iteration + 1) % round_period(affordable) == 0
+        on_round = (iteration + 1) % round_period(affordable) == 0
+        return Decision.TAKE if on_round else Decision.SKIP
 
     def charge(self, iteration: int, seconds: float) -> None:
         """Account ``seconds`` of cost to the checkpoint of ``iteration``."""
         with self._lock:
             self.spent += seconds
             self._pending[iteration] = self._pending.get(iteration, 0.0) + seconds
+
+    def charge_fixed(self, seconds: float) -> None:
+        """Account ``seconds`` of flor's own time that no checkpoint caused."""
+        self.fixed += seconds
 
     def settle(self, iteration: int) -> None:
         """The checkpoint of ``iteration`` is fully paid: learn from its cost."""
@@ -72,8 +94,8 @@ class CheckpointPolicy:
                 self.taken += 1
 
     def overhead(self, compute: float) -> float:
-        """Achieved overhead: checkpoint cost over compute."""
-        return self.spent / compute if compute > 0 else 0.0
+        """Achieved overhead: everything charged, over compute."""
+        return (self.spent + self.fixed) / compute if compute > 0 else 0.0
 
 
 def round_period(interval: float) -> int:

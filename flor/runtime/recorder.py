@@ -2,8 +2,9 @@
 
 The recorder decides; the pieces do: ``IterationClock`` keeps time,
 ``CheckpointPolicy`` spends the budget, ``Checkpointer`` takes a block's
-checkpoint, ``BackgroundWriter`` writes it off the training thread and
-``RunJournal`` commits it.
+checkpoint, ``BackgroundWriter`` writes it off the training thread,
+``RunJournal`` commits it and ``Thinning`` says which to delete again when
+the checkpoints outgrow the storage budget.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from flor.runs import layout
+from flor.runs import layout, retention
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpointer import Checkpointer, Written
 from flor.runtime.clock import IterationClock
@@ -25,11 +26,12 @@ from flor.runtime.conditions import Lookahead, lookup_frame
 from flor.runtime.journal import RunJournal
 from flor.runtime.loop_scalars import LoopScalars
 from flor.runtime.options import Options
-from flor.runtime.policy import CheckpointPolicy
+from flor.runtime.policy import CheckpointPolicy, Decision
 from flor.runtime.reporter import Reporter
 from flor.runtime.session import Frame, Session, as_iterator, numeric_environment
 from flor.runtime.state import Unrestorable
 from flor.runtime.stdout_capture import TaggedStream
+from flor.runtime.thinning import Piece, Thinning
 from flor.runtime.writer import BackgroundWriter
 from flor.store import Store
 
@@ -41,21 +43,26 @@ class Recorder(Session):
         store: Store,
         reporter: Reporter,
         lookahead: Lookahead | None = None,
+        watched: frozenset[str] | None = None,
     ) -> None:
-        """``lookahead``: the loop's own periodic tests, where checkpoints are preferred."""
+        """``lookahead``: the loop's own periodic tests, where checkpoints are preferred;
+        ``watched``: the names the loop may rebind (None: any), whose counters are noted."""
         super().__init__(options, store, reporter)
         self.run_id = layout.new_id()
         self.prefix = layout.run_prefix(options.name, self.run_id)
         self.lookahead = lookahead
         self.policy = CheckpointPolicy(options.epsilon, periodic=lookahead is not None)
         self.writer = BackgroundWriter(self.policy.charge, reporter.warn)
+        self.thinning = Thinning(options.storage)
         self.journal = RunJournal(store, self.prefix)
         self.checkpointer = Checkpointer(store, self.prefix, self.writer)
         self.clock = IterationClock()
-        self.scalars = LoopScalars()
+        self.scalars = LoopScalars(watched)
         self.stalls: list[float] = []  # training-thread seconds per checkpointed block
+        self.setup_seconds = 0.0
+        self.bookkeeping = 0.0  # flor's own seconds in iterations, checkpoints aside
         self.written: list[Future[Written]] = []
-        self._checkpointing: bool | None = None  # decided at the iteration's first block end
+        self._checkpointing: Decision | None = None  # decided at the iteration's first block end
         self._unrestorable = False  # some block's state cannot be saved: never checkpoint
         self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
         self._closed = False
@@ -76,6 +83,7 @@ class Recorder(Session):
             python=platform.python_version(),
             platform=platform.platform(),
             epsilon=self.options.epsilon,
+            storage_budget=self.options.storage.text,
             instrumented=self.options.original is not None,
             git_commit=_git_commit(self.options.script),
         )
@@ -117,22 +125,26 @@ class Recorder(Session):
 
     def _begin(self, iteration: int, value: Any, loop_frame: Frame) -> None:
         """``loop_frame``: the frame running the ``for`` over ``flor.it`` (our caller)."""
+        start = time.perf_counter()
         self.begin_iteration(iteration)
         self.scalars.note(iteration, loop_frame.f_code.co_name, loop_frame.f_locals, value)
         self._checkpointing = None
         self._blocks = {}
         self.stdout.bucket = str(iteration)
+        self.bookkeeping += time.perf_counter() - start
         self.clock.begin_iteration()
 
     def _end(self) -> None:
         g = self.iteration
         assert g is not None
         self.clock.end_iteration(g)
+        start = time.perf_counter()
         if self._checkpointing and self._blocks:
-            self._submit_commit(g, self._blocks)
+            self._submit_commit(g, self._blocks, self._checkpointing == Decision.PREFERRED)
         self.end_iteration()
+        self.bookkeeping += time.perf_counter() - start
 
-    def _submit_commit(self, g: int, blocks: dict[str, Future[Written]]) -> None:
+    def _submit_commit(self, g: int, blocks: dict[str, Future[Written]], preferred: bool) -> None:
         """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
         timings, block_timings = self.clock.take()
         stdout = self.stdout.take_iterations(g)
@@ -142,10 +154,29 @@ class Recorder(Session):
         def commit() -> None:
             entries = {label: f.result().entry for label, f in blocks.items()}
             self.journal.commit(Commit(g, entries, stdout, timings, block_timings, scalars), logs)
-            self.policy.settle(g)  # last: the commit made g visible
+            self.policy.settle(g)  # the commit made g visible
+            self._thin(g, [f.result() for f in blocks.values()], preferred)
 
         self.writer.submit(g, commit, commit=True)
         self.written.extend(blocks.values())
+
+    def _thin(self, g: int, written: list[Written], preferred: bool) -> None:
+        """Iteration ``g`` is committed: delete what no longer fits the storage budget."""
+        pieces = [
+            Piece(w.entry.key, w.entry.bytes, dict(w.entry.blobs), w.created) for w in written
+        ]
+        self.thinning.add(g, pieces, preferred)
+        for dropped in self.thinning.excess(self.clock.compute):
+            retention.drop_checkpoint(
+                self.store, self.prefix, dropped.iteration, dropped.keys, dropped.blobs
+            )
+        if len(self.thinning.kept) == 1 and self.thinning.thinned:
+            self.warn_once(
+                "storage",
+                f"one checkpoint ({self.thinning.stored / 1e6:.1f} MB) fills the storage budget "
+                f"({self.options.storage.text}): flor keeps only the latest; raise it with "
+                "--storage",
+            )
 
     def _end_loop(self, loop: int, first: int, status: str) -> None:
         timings, block_timings = self.clock.take()
@@ -184,12 +215,11 @@ class Recorder(Session):
         start = time.perf_counter()
         compute = self.clock.end_block(g)
         if self._checkpointing is None and not self._unrestorable:
-            self._checkpointing = self.policy.should_checkpoint(
-                compute, g, self._next_is_periodic(g, frame)
-            )
-        if self._checkpointing:
-            self._checkpoint(g, block, objs, named, frame)
-        self.clock.stalled(time.perf_counter() - start)
+            self._checkpointing = self.policy.decide(compute, g, self._next_is_periodic(g, frame))
+        stall = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
+        own = time.perf_counter() - start
+        self.clock.stalled(own)
+        self.bookkeeping += own - stall  # the checkpoint's stall is charged to it
         return (*objs, *named.values())
 
     def _next_is_periodic(self, g: int, frame: Frame) -> Callable[[], bool] | None:
@@ -206,7 +236,8 @@ class Recorder(Session):
         objs: tuple[Any, ...],
         named: dict[str, Any],
         frame: Frame,
-    ) -> None:
+    ) -> float:
+        """Take the block's checkpoint; the seconds it stalled training."""
         start = time.perf_counter()
         try:
             self._blocks[f"{block[0]}/{block[1]}"] = self.checkpointer.take(
@@ -218,37 +249,55 @@ class Recorder(Session):
                 f"block {block[0]!r} cannot be checkpointed: {e}; replay will re-execute it "
                 "(every iteration, from the start)",
             )
-            self._checkpointing = False
+            self._checkpointing = Decision.SKIP
             self._unrestorable = True
             self._blocks = {}
-            return
+            return 0.0
         stall = time.perf_counter() - start
         self.stalls.append(stall)
         self.policy.charge(g, stall)
+        return stall
+
+    def charge_setup(self, seconds: float) -> None:
+        """flor's own start-up before the script ran (``flor run``: instrumenting it)."""
+        self.setup_seconds = seconds
+        self.policy.charge_fixed(seconds)
 
     # -- the end -------------------------------------------------------------------
     def _bytes(self) -> tuple[int, int]:
-        """What the committed checkpoints hold, and what they added to the store."""
+        """What the kept checkpoints hold, and what they keep in the store."""
+        kept = set(self.thinning.kept)
         ok = [f.result() for f in self.written if _succeeded(f)]
-        return sum(w.logical for w in ok), sum(w.stored for w in ok)
+        logical = sum(w.logical for w in ok if w.iteration in kept)
+        return logical, self.thinning.stored
 
     def _report(self) -> None:
-        overhead = self.policy.overhead(self.clock.compute)
+        compute = self.clock.compute
+        overhead = self.policy.overhead(compute) + (self.bookkeeping / compute if compute else 0.0)
         logical, stored = self._bytes()
+        thinned = self.thinning.thinned
         self.meta = self.meta.updated(
             iterations=self.next_iteration,
             checkpoints=self.policy.taken,
+            thinned=thinned,
             checkpoint_bytes=logical,
             stored_bytes=stored,
             compute_seconds=round(self.clock.compute, 3),
             overhead=round(overhead, 5),
+            setup_seconds=round(self.setup_seconds, 3),
+            bookkeeping_seconds=round(self.bookkeeping, 3),
             stall_seconds=tuple(round(s, 6) for s in self.stalls[-1000:]),
+        )
+        kept = (
+            f"{self.policy.taken - thinned} kept of {self.policy.taken} checkpoints "
+            f"(storage budget {self.options.storage.text})"
+            if thinned
+            else f"{self.policy.taken} checkpoints"
         )
         self.reporter.say(
             f"recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
-            f"{self.policy.taken} checkpoints ({logical / 1e6:.1f} MB, "
-            f"{stored / 1e6:.1f} MB stored), "
-            f"overhead {overhead:.2%} (budget {self.options.epsilon:.2%})"
+            f"{kept} ({logical / 1e6:.1f} MB, {stored / 1e6:.1f} MB stored), "
+            f"overhead {overhead:.2%} ({self.meta.overhead_parts()})"
         )
 
     def close(self, exit_status: int | None = None) -> None:

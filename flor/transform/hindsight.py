@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flor.transform.fingerprints import block_name, is_skipblock_call, parse
 
@@ -72,6 +72,7 @@ class Hindsight:
     targets: tuple[tuple[str, str], ...] = ()  # loop variable -> its recorded key ("@", "@0")
     counters: frozenset[str] = field(default_factory=frozenset)  # values the body advances
     steps: tuple[tuple[str, int], ...] = ()  # counter -> how much one pass advances it
+    rebindable: frozenset[str] | None = None  # periodic(): what the loop may rebind (loop_assigned)
 
     @property
     def sparse(self) -> bool:
@@ -127,9 +128,10 @@ def loop_assigned(source: str, filename: str = "<script>") -> frozenset[str] | N
     function declares ``global``/``nonlocal``. None when there is not one ``flor.it`` loop."""
     tree = parse(source, filename)
     found = _main_loop(tree)
-    if found is None:
-        return None
-    loop = found[0]
+    return None if found is None else _rebindable(tree, found[0])
+
+
+def _rebindable(tree: ast.Module, loop: ast.For) -> frozenset[str]:
     targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
     return frozenset(_assigned(loop.body) | targets | _globals_assigned(tree))
 
@@ -300,7 +302,8 @@ class _Loop:
 
 def periodic(source: str, filename: str = "<script>") -> Hindsight:
     """The main loop's own ``if`` tests that a recording can evaluate one iteration ahead
-    (its evaluation and logging branches): where hindsight lines will go."""
+    (its evaluation and logging branches): where hindsight lines will go. Also the names
+    the loop may rebind: the only counters a recording needs to note."""
     tree = parse(source, filename)
     found = _main_loop(tree)
     if found is None:
@@ -313,7 +316,8 @@ def periodic(source: str, filename: str = "<script>") -> Hindsight:
     ]
     resolved = [loop.resolve(Condition(ast.unparse(t.test), True, t.test.lineno)) for t in tests]
     guards = tuple((c,) for c in resolved if isinstance(c, Condition))
-    return loop.analysis(tuple(sorted(guards, key=lambda g: g[0].line)), after=False)
+    found_guards = loop.analysis(tuple(sorted(guards, key=lambda g: g[0].line)), after=False)
+    return replace(found_guards, rebindable=_rebindable(tree, found[0]))
 
 
 def _targets(target: ast.expr) -> dict[str, str]:
