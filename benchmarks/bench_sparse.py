@@ -13,6 +13,7 @@ torch start-up included):
 Every replay's output is checked against a full run of its edited script.
 
     python benchmarks/bench_sparse.py [--shape nanogpt|dqn] [--steps N] [--repeats 3]
+                                      [--storage 20MB]
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
     return seconds, proc.stdout
 
 
-def bench(shape: str, steps: int | None, repeats: int) -> dict[str, object]:
+def bench(shape: str, steps: int | None, repeats: int, storage: str | None) -> dict[str, object]:
     script, default_steps, sparse_line, every_line = SHAPES[shape]
     n = str(steps or default_steps)
     work = Path(tempfile.mkdtemp(prefix=f"bench-sparse-{shape}-"))
@@ -63,6 +64,8 @@ def bench(shape: str, steps: int | None, repeats: int) -> dict[str, object]:
     (work / "every.py").write_text(source.replace("    # HINDSIGHT-EVERY", every_line))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
     env.pop("FLOR_STORE", None)
+    if storage:
+        env["FLOR_STORAGE"] = storage
     py, flor = sys.executable, [sys.executable, "-m", "flor.cli"]
     truth = {k: timed([py, f"{k}.py", n], env, work)[1] for k in ("sparse", "every")}
     runs: dict[str, list[float]] = {}
@@ -82,7 +85,7 @@ def bench(shape: str, steps: int | None, repeats: int) -> dict[str, object]:
                 sys.exit(f"{shape}: the {label} replay printed something else than a full run")
             runs.setdefault(label, []).append(seconds)
     med = {k: statistics.median(v) for k, v in runs.items()}
-    meta = json.loads(next((work / "home" / shape).glob("*/run.json")).read_text())
+    meta = json.loads(sorted((work / "home" / shape).glob("*/run.json"))[-1].read_text())
     return {
         "shape": shape,
         "steps": int(n),
@@ -90,6 +93,8 @@ def bench(shape: str, steps: int | None, repeats: int) -> dict[str, object]:
         "record overhead (wall)": f"{med['record'] / med['plain'] - 1:+.1%}",
         "record overhead (flor)": f"{meta['overhead']:.2%}",
         "checkpoints": meta["checkpoints"],
+        "kept (storage budget)": f"{meta['checkpoints'] - meta.get('thinned', 0)} "
+        f"({meta.get('storage_budget')}, {meta['stored_bytes'] / 1e6:.1f} MB stored)",
         "sparse speedup": round(med["plain"] / med["sparse"], 2),
         "sparse above floor (s)": round(med["sparse"] - med["floor"], 2),
         "every-step speedup, 1 worker": round(med["plain"] / med["every"], 2),
@@ -102,9 +107,11 @@ def main() -> None:
     parser.add_argument("--shape", choices=sorted(SHAPES), action="append")
     parser.add_argument("--steps", type=int)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--storage", help="the recording's storage budget (FLOR_STORAGE)")
     args = parser.parse_args()
     for shape in args.shape or sorted(SHAPES):
-        print(json.dumps(bench(shape, args.steps, args.repeats), indent=2), flush=True)
+        result = bench(shape, args.steps, args.repeats, args.storage)
+        print(json.dumps(result, indent=2), flush=True)
 
 
 if __name__ == "__main__":

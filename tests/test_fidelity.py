@@ -17,10 +17,10 @@ from conftest import SCRIPTS, Flor, hindsight
 pytestmark = pytest.mark.slow
 FIDELITY = SCRIPTS / "fidelity"
 DENSE, SPARSE = "1e9", "1e-9"  # every iteration checkpointed / only the first one
-# Three `--segment`s of each shape would take 3 minutes of the suite's 30: the step loop and the
-# hand-annotated counters get them; every case runs `--workers 2`, which splits in segments too.
-SEGMENTED = {"dqn_steps.py"}
-SEGMENTED_HAND = {("nanogpt_annotated.py", SPARSE), ("end_binds_loss_fn.py", DENSE)}
+# Three `--segment`s of each shape would take 3 minutes of the suite's 30: the hand-annotated
+# counters get them (and a `flor run` step loop in test_run_replay); every case runs
+# `--workers 2`, which splits in segments too.
+SEGMENTED_HAND = {("nanogpt_annotated.py", SPARSE)}
 
 
 def backwards(f: Flor, tag: str, proc_args: tuple[str, ...], hand: bool = False, **env: str):
@@ -62,9 +62,6 @@ def test_flor_run_outside_edit_replays_like_a_full_run(
     if budget == DENSE:
         assert replay_backwards <= full_backwards / 4, (replay_backwards, full_backwards)
     assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
-    if name in SEGMENTED:  # three segments: the step loop (the rest: --workers covers them)
-        pieces = [f.cli("replay", "--name", "exp", "--segment", f"{i}/3").stdout for i in (1, 2, 3)]
-        assert "".join(pieces) == truth
 
 
 HAND_CASES = [

@@ -21,9 +21,10 @@ REALISTIC = [
     ("module_globals.py", []),
 ]
 # `--segment` and `--workers 2` of an outside edit are covered for six more shapes by
-# test_fidelity: here workers run once per script (on the probed block where there is one),
-# and segments for the step loop and the rollout, which keeps the suite under 30 minutes.
-SEGMENTED = {"while_true_steps.py", "reinforce.py"}
+# test_fidelity (the rollout among them): here workers run once per script (on the probed
+# block where there is one), and segments for the step loop, which keeps the suite under 30
+# minutes.
+SEGMENTED = {"while_true_steps.py"}
 
 
 def write(f: Flor, name: str, kind: str) -> Path:
@@ -43,11 +44,12 @@ def test_run_then_replay_whole_parallel_and_by_segment(
     assert recorded.stdout == plain
     markers = (PLAIN / name).read_text()
     parallel = "inside" if "# @inside:" in markers else "outside"  # the probed block, if any
+    truths = {}
     for kind in ("outside", "inside"):
         if f"# @{kind}:" not in markers:
             continue
         write(f, name, kind)
-        truth = f.python(script, *args).stdout
+        truths[kind] = truth = f.python(script, *args).stdout
         assert f.cli("replay", "--name", "exp").stdout == truth, f"{kind}: 1 worker"
         if kind == parallel:
             two = f.cli("replay", "--name", "exp", "--workers", "2").stdout
@@ -55,7 +57,7 @@ def test_run_then_replay_whole_parallel_and_by_segment(
     if name not in SEGMENTED:
         return
     write(f, name, "outside")
-    truth = f.python(script, *args).stdout
+    truth = truths["outside"]
     pieces = [f.cli("replay", "--name", "exp", "--segment", f"{i}/3").stdout for i in (1, 2, 3)]
     segments = sorted(
         (r for r in f.replays("exp") if r["segment"][1] == 3), key=lambda r: r["segment"]

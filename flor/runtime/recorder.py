@@ -167,15 +167,18 @@ class Recorder(Session):
         ]
         self.thinning.add(g, pieces, preferred)
         for dropped in self.thinning.excess(self.clock.compute):
-            retention.drop_checkpoint(
-                self.store, self.prefix, dropped.iteration, dropped.keys, dropped.blobs
-            )
+            try:
+                retention.drop_checkpoint(
+                    self.store, self.prefix, dropped.iteration, dropped.keys, dropped.blobs
+                )
+            except Exception as e:  # the store refused: that data stays, training goes on
+                self.warn_once("thinning", f"cannot thin checkpoint {dropped.iteration}: {e}")
         if len(self.thinning.kept) == 1 and self.thinning.thinned:
             self.warn_once(
                 "storage",
                 f"one checkpoint ({self.thinning.stored / 1e6:.1f} MB) fills the storage budget "
                 f"({self.options.storage.text}): flor keeps only the latest; raise it with "
-                "--storage",
+                "--storage (FLOR_STORAGE)",
             )
 
     def _end_loop(self, loop: int, first: int, status: str) -> None:
