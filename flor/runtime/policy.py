@@ -4,9 +4,11 @@ Cost is everything a checkpoint takes from training: the training thread's
 in-memory copy (the stall) plus the writer's CPU time to serialize and hash it
 (on a machine whose cores torch already uses, background CPU is not free).
 flor's start-up is charged too (``fixed``: instrumenting the script; torch's
-import is the script's own). A checkpoint is taken when everything spent so
-far plus the expected cost of this one stays within ``epsilon`` times the
-compute so far. Expensive checkpoints thereby become sparse and periodic on
+import is the script's own), paid off at half the budget's rate so that the
+first minutes of a run still get checkpoints: it is fully paid once training
+has run ``2 * fixed / epsilon`` seconds. A checkpoint is taken when everything
+spent so far plus the expected cost of this one stays within ``epsilon``
+times the compute so far. Expensive checkpoints thereby become sparse and periodic on
 their own; the first one is always taken, because cost must be measured
 before it can be budgeted, and the estimate is a running mean over the recent
 checkpoints, not only the first. (flor's bookkeeping in every iteration is
@@ -64,7 +66,8 @@ class CheckpointPolicy:
                 return Decision.TAKE
             recent = list(self._recent) or list(self._pending.values())
             expected = sum(recent) / len(recent)
-            budget, spent = self.epsilon * compute, self.spent + self.fixed
+            budget = self.epsilon * compute
+            spent = self.spent + min(self.fixed, budget / 2)  # start-up: paid off at half rate
         if spent + expected > budget:
             return Decision.SKIP
         if preferred is not None and preferred():
