@@ -460,7 +460,7 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
         ("iterations", s["iterations"]),
         ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
         ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
-        ("per ckpt", _cost_line(s)),
+        ("per ckpt", _cost_line(s, run.meta.checkpoint_seconds)),
         ("storage", _storage_line(s)),
         ("size", _size_line(s)),
         ("numerics", json.dumps(s.get("numerics", {}))),
@@ -470,13 +470,12 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
         click.echo(f"{key:<12} {value}")
 
 
-def _cost_line(s: dict[str, Any]) -> str:
-    """Where a checkpoint's cost goes: what decides how many the budget buys."""
+def _cost_line(s: dict[str, Any], spent: float) -> str:
+    """Where a checkpoint's cost goes (``spent``: all checkpoints' seconds): what decides how
+    many the budget buys."""
     taken = s.get("checkpoints") or 0
     if not taken:
         return "-"
-    spent = s.get("overhead", 0) * s.get("compute_seconds", 0)
-    spent -= s.get("setup_seconds", 0) + s.get("bookkeeping_seconds", 0)
     stalls = s.get("stall_seconds") or []
     stall = sum(stalls) / len(stalls) if stalls else 0.0
     writer = max(spent / taken - stall, 0.0)

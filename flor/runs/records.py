@@ -99,12 +99,16 @@ class RunMeta(_Record):
     def updated(self, **changes: Any) -> RunMeta:
         return replace(self, **changes)
 
+    @property
+    def checkpoint_seconds(self) -> float:
+        """What the checkpoints cost: the overhead, less start-up and bookkeeping."""
+        spent = self.overhead * self.compute_seconds
+        return max(spent - self.setup_seconds - self.bookkeeping_seconds, 0.0)
+
     def overhead_parts(self) -> str:
         """What the overhead is made of: what the budget paid for, and what it does not."""
-        checkpoints = self.overhead * self.compute_seconds
-        checkpoints -= self.setup_seconds + self.bookkeeping_seconds
         return (
-            f"start-up {self.setup_seconds:.2f} s and checkpoints {max(checkpoints, 0.0):.2f} s "
+            f"start-up {self.setup_seconds:.2f} s and checkpoints {self.checkpoint_seconds:.2f} s "
             f"within the {self.epsilon:.2%} budget, per-iteration bookkeeping "
             f"{self.bookkeeping_seconds:.2f} s; of {self.compute_seconds:.1f} s of training"
         )

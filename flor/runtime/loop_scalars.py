@@ -46,7 +46,7 @@ class LoopScalars:
         else:
             now = {}
             for k in self._watched:
-                v = names.get(k, now)
+                v = names.get(k)  # a missing name: None, not one of _KINDS
                 if type(v) in _KINDS:
                     now[k] = v
         for key, v in loop_value(value).items():

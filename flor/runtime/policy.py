@@ -8,12 +8,12 @@ import is the script's own), paid off at half the budget's rate so that the
 first minutes of a run still get checkpoints: it is fully paid once training
 has run ``2 * fixed / epsilon`` seconds. A checkpoint is taken when everything
 spent so far plus the expected cost of this one stays within ``epsilon``
-times the compute so far. Expensive checkpoints thereby become sparse and periodic on
-their own; the first one is always taken, because cost must be measured
-before it can be budgeted, and the estimate is a running mean over the recent
-checkpoints, not only the first. (flor's bookkeeping in every iteration is
-measured and reported by the recorder, not charged here: fewer checkpoints
-would not make it smaller.)
+times the compute so far. Expensive checkpoints thereby become sparse and
+periodic on their own; the first one is always taken, because cost must be
+measured before it can be budgeted, and the estimate is a running mean over
+the recent checkpoints, not only the first. (flor's bookkeeping in every
+iteration is measured and reported by the recorder, not charged here: fewer
+checkpoints would not make it smaller.)
 
 Where the budget buys fewer checkpoints than iterations, it spends them where
 hindsight will look. People add hindsight lines beside the loop's periodic work
@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
 class Decision(enum.IntEnum):
@@ -101,10 +101,16 @@ class CheckpointPolicy:
         return (self.spent + self.fixed) / compute if compute > 0 else 0.0
 
 
-def round_period(interval: float) -> int:
-    """The largest of 1, 2, 5, 10, 20, 50, ... not above ``interval`` (at least 1)."""
-    best, power = 1, 1
-    while power <= interval:
-        best = max([best] + [m * power for m in (1, 2, 5) if m * power <= interval])
+def round_numbers(limit: float) -> Iterator[int]:
+    """1, 2, 5, 10, 20, 50, ... up to ``limit``, ascending."""
+    power = 1
+    while power <= limit:
+        for m in (1, 2, 5):
+            if m * power <= limit:
+                yield m * power
         power *= 10
-    return best
+
+
+def round_period(interval: float) -> int:
+    """The largest round number not above ``interval`` (at least 1)."""
+    return max(round_numbers(interval), default=1)

@@ -59,7 +59,6 @@ class Recorder(Session):
         self.clock = IterationClock()
         self.scalars = LoopScalars(watched)
         self.stalls: list[float] = []  # training-thread seconds per checkpointed block
-        self.setup_seconds = 0.0
         self.bookkeeping = 0.0  # flor's own seconds in iterations, checkpoints aside
         self.written: list[Future[Written]] = []
         self._checkpointing: Decision | None = None  # decided at the iteration's first block end
@@ -263,7 +262,6 @@ class Recorder(Session):
 
     def charge_setup(self, seconds: float) -> None:
         """flor's own start-up before the script ran (``flor run``: instrumenting it)."""
-        self.setup_seconds = seconds
         self.policy.charge_fixed(seconds)
 
     # -- the end -------------------------------------------------------------------
@@ -287,7 +285,7 @@ class Recorder(Session):
             stored_bytes=stored,
             compute_seconds=round(self.clock.compute, 3),
             overhead=round(overhead, 5),
-            setup_seconds=round(self.setup_seconds, 3),
+            setup_seconds=round(self.policy.fixed, 3),
             bookkeeping_seconds=round(self.bookkeeping, 3),
             stall_seconds=tuple(round(s, 6) for s in self.stalls[-1000:]),
         )

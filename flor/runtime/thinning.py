@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flor.runtime.options import StorageBudget
+from flor.runtime.policy import round_numbers
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,5 @@ class Thinning:
 
 
 def round_divisor(n: int) -> int:
-    """The largest of 1, 2, 5, 10, 20, 50, ... that divides ``n`` (``n`` >= 1)."""
-    best, power = 1, 1
-    while power <= n:
-        for m in (1, 2, 5):
-            if n % (m * power) == 0:
-                best = m * power
-        power *= 10
-    return best
+    """The largest round number (1, 2, 5, 10, 20, ...) that divides ``n`` (``n`` >= 1)."""
+    return max(r for r in round_numbers(n) if n % r == 0)
