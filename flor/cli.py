@@ -31,9 +31,12 @@ from flor.runtime.options import (
     check_name,
     parse_storage,
 )
+from flor.runtime.project_files import ProjectFiles
 from flor.runtime.reporter import Reporter
 from flor.store import Store, StoreSettings
-from flor.transform import instrument as instrument_source
+from flor.transform import instrument_project
+from flor.transform.project import ENTRY
+from flor.transform.report import ProjectInstrumented, SourceFile
 
 STARTED = time.perf_counter()  # flor run charges its own start-up to the run's budget
 
@@ -99,26 +102,53 @@ def _when(ts: float | None) -> str:
 
 @cli.command()
 @click.argument("script")
-@click.option("-o", "--output", help="Write the instrumented script here.")
+@click.option(
+    "-o",
+    "--output",
+    help="Write the instrumented script here; a folder gets the project's tree.",
+)
 @click.option("--write", is_flag=True, help="Rewrite SCRIPT in place.")
+@click.option("--all", "every_file", is_flag=True, help="With --write: every file it rewrites.")
 @one_line_errors
-def instrument(script: str, output: str | None, write: bool) -> None:
+def instrument(script: str, output: str | None, write: bool, every_file: bool) -> None:
     """Rewrite SCRIPT for flor: wrap its main loop in flor.it and its training in a SkipBlock.
 
-    Prints the unified diff on stdout and the decisions (main loop, each block and
-    its state, warnings) on stderr. Add `# flor: skip` above a loop, or
+    The loop may live in a project file SCRIPT imports: that file is rewritten instead.
+    Prints one unified diff per rewritten file on stdout and the decisions (main loop,
+    each block and its state, warnings) on stderr. Add `# flor: skip` above a loop, or
     `# flor: skip-file` at the top of a file, to opt out.
     """
-    result = instrument_source(read_script(script), script)
-    if result.error:
-        raise FlorError("syntax", f"{script}:{result.error}")
+    files = ProjectFiles(script)
+    result = instrument_project(SourceFile(ENTRY, script, read_script(script)), files.resolve)
+    if result.entry.error:
+        raise FlorError("syntax", f"{script}:{result.entry.error}")
+    elsewhere = [r.filename for r in result.others if r.changed]
+    if write and elsewhere and not every_file:
+        raise FlorError(
+            "bad-option", f"--write would also rewrite {', '.join(elsewhere)}: add --all"
+        )
     click.echo(result.report(), err=True, nl=False)
-    if output or write:
-        target = output or script
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(result.source)
+    if output and (elsewhere or os.path.isdir(output) or output.endswith(os.sep)):
+        _write_tree(output, files, result)
+    elif output or write:
+        for r in [r for r in result.all if r.changed] if write else [result.entry]:
+            with open(output or r.filename, "w", encoding="utf-8") as f:
+                f.write(r.source)
     else:
         click.echo(result.diff(), nl=False)
+
+
+def _write_tree(folder: str, files: ProjectFiles, result: ProjectInstrumented) -> None:
+    """The entry script and the project files it imports, rewritten where flor rewrites
+    them, under ``folder`` at their places relative to the entry: a tree that runs."""
+    rewritten = {r.filename: r.source for r in result.all}
+    for path, source in [(result.entry.filename, result.entry.source)] + [
+        (f.path, f.source) for f in result.files
+    ]:
+        target = os.path.join(folder, files.relative(path))
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        with open(target, "w", encoding="utf-8") as out:
+            out.write(rewritten.get(path, source))
 
 
 @cli.command(context_settings=dict(SCRIPT_SETTINGS))
@@ -150,20 +180,22 @@ def run(
 
     Everything after SCRIPT belongs to the script, unchanged.
     """
-    from flor.replay.launch import instrumented_source, record_here
+    from flor.replay.launch import instrumented_project, record_here
 
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
     budget = parse_storage(storage)
     original = read_script(script)
+    source, project = instrumented_project(script, original, edge.reporter)
     options = Options(
         mode="record",
         name=check_name(name),
         epsilon=epsilon,
         storage=budget,
         script=os.path.abspath(script),
-        source=instrumented_source(script, original, edge.reporter),
+        source=source,
         original=original,
+        project=project,
         argv=(script, *args),
     )
     sys.exit(record_here(options, edge.store(), edge.reporter, STARTED))
@@ -246,39 +278,39 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
 @click.pass_obj
 @one_line_errors
 def diff(edge: Edge, name: str, run_id: str | None) -> None:
-    """Show the instrumentation flor applied to a run, then the recorded script vs the current one."""
-    import difflib
-
+    """Show the instrumentation flor applied to a run, then each recorded file (the script
+    and the project files it imported) against the file as it is now."""
     store = edge.store()
     run = runs.load_run(store, name, run_id)
     script = run.meta.script or ""
     recorded = runs.recorded_original(store, run)
-    if run.meta.instrumented:
+    root = os.path.dirname(script)
+    files = [(script, recorded, run.source if run.meta.instrumented else recorded)]
+    files += [(os.path.join(root, f.path), f.original, f.source) for f in run.project]
+    for path, original, source in files:
+        click.echo(_unified(original, source, path, f"{path} (instrumented)"), nl=False)
+    unchanged = []
+    for path, original, _ in files:
+        try:
+            current = read_script(path)
+        except FlorError:
+            click.echo(f"flor: {path} no longer exists", err=True)
+            continue
+        changes = _unified(original, current, f"{path} (recorded)", f"{path} (now)")
+        click.echo(changes, nl=False)
+        if not changes:
+            unchanged.append(path)
+    if len(unchanged) == len(files):
+        what = f"{script} and the {len(files) - 1} project files it imports are"
         click.echo(
-            "".join(
-                difflib.unified_diff(
-                    recorded.splitlines(True),
-                    run.source.splitlines(True),
-                    script,
-                    f"{script} (instrumented)",
-                )
-            ),
-            nl=False,
+            f"# {what if len(files) > 1 else script + ' is'} unchanged since the run\n", nl=False
         )
-    try:
-        current = read_script(script)
-    except FlorError:
-        click.echo(f"flor: {script} no longer exists", err=True)
-        return
-    changes = "".join(
-        difflib.unified_diff(
-            recorded.splitlines(True),
-            current.splitlines(True),
-            f"{script} (recorded)",
-            f"{script} (now)",
-        )
-    )
-    click.echo(changes or f"# {script} is unchanged since the run\n", nl=False)
+
+
+def _unified(a: str, b: str, old: str, new: str) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True), old, new))
 
 
 @cli.command()

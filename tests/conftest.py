@@ -16,7 +16,7 @@ from s3server import S3Server
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
 COUNTING = ROOT / "tests" / "counting"
-_MARK = re.compile(r"^(?P<indent>\s*)(?P<code>.*?)\s*# @(?P<kind>inside|outside): (?P<stmt>.+)$")
+_MARK = re.compile(r"^(?P<indent>\s*)(?P<code>.*?)\s*# @(?P<kind>[a-z]+): (?P<stmt>.+)$")
 
 
 def hindsight(source: str, kind: str) -> str:

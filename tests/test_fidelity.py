@@ -117,8 +117,9 @@ def test_rollout_inside_edit_reexecutes_and_matches(flor_env: Flor) -> None:
 
 
 def test_nothing_instrumented_refuses_segments(flor_env: Flor) -> None:
-    """(7) The loop lives in another file: the run says it has no checkpoints; segments and
-    workers are refused in one line; a whole replay runs the script once."""
+    """(7) The loop lives in a file opted out of instrumentation: the run says it has no
+    checkpoints; segments and workers are refused in one line; a whole replay runs the
+    script once."""
     f = flor_env
     for source in (FIDELITY / "elsewhere").iterdir():
         write(f, source, "none")

@@ -52,7 +52,7 @@ def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str]
     """The recorded loop's own periodic tests, and the names it may rebind
     (``flor.transform.hindsight.periodic``); None where the script does not tell."""
     from flor.runtime.conditions import Guards, Lookahead
-    from flor.transform.hindsight import periodic
+    from flor.transform.hindsight import loop_file, periodic
 
     source = options.source
     if source is None:
@@ -61,8 +61,11 @@ def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str]
                 source = f.read()
         except OSError:
             return None, None
+    script = options.script or "<script>"
+    files = {**{f.path: f.source for f in options.project}, script: source}
+    where = loop_file(files, script)
     try:
-        found = periodic(source, options.script or "<script>")
+        found = periodic(files[where], where)
     except FlorError:  # not python: the run reports it
         return None, None
     if not found.guards:

@@ -1,6 +1,6 @@
 """What ``flor run`` and ``flor replay`` do, from a script or a run's name to a session.
 
-``record_here`` records a script, ``instrumented_source`` rewritten. For a
+``record_here`` records a script, ``instrumented_project`` rewritten. For a
 replay, ``prepare`` checks the request and builds the replay's options (the script as
 it is now, rewritten the way the record was); then ``replay_here`` runs it in
 this process, ``replay_in_parallel`` fans its segments out to local workers or
@@ -24,24 +24,34 @@ from flor.replay.ray_backend import shipped_env
 from flor.replay.segments import segment_from_env
 from flor.runs import layout
 from flor.runs.query import ranges
+from flor.runtime import import_hook
 from flor.runtime.execfile import read_script, run_as_main
 from flor.runtime.options import Options, check_name, parse_segment
+from flor.runtime.project_files import ProjectFiles, project_file
 from flor.runtime.reporter import Reporter
 from flor.store import Store, StoreSettings
-from flor.transform import instrument
+from flor.transform import instrument_project
 from flor.transform.edits import training_edits
+from flor.transform.project import ENTRY
+from flor.transform.report import ProjectFile, SourceFile
 
 
-def instrumented_source(script: str, original: str, reporter: Reporter) -> str:
-    """The script as ``flor run`` runs it; unchanged, with the reasons, where flor cannot
+def instrumented_project(
+    script: str, original: str, reporter: Reporter
+) -> tuple[str, tuple[ProjectFile, ...]]:
+    """The script as ``flor run`` runs it, and the project files it imports (rewritten
+    where a main loop lives in them). Unchanged, with the reasons, where flor cannot
     rewrite it (python then reports a real syntax error itself, exactly as it would)."""
-    result = instrument(original, script)
-    if result.error:
-        reporter.warn(f"{script}:{result.error}; running it unmodified")
-        return original
+    files = ProjectFiles(script)
+    result = instrument_project(SourceFile(ENTRY, script, original), files.resolve)
+    if result.entry.error:
+        reporter.warn(f"{script}:{result.entry.error}; running it unmodified")
+        return original, ()
     for line in result.report().splitlines():
         reporter.say(line)
-    return result.source
+    rewritten = {r.filename: r.source for r in result.others}
+    project = tuple(project_file(files, f, rewritten.get(f.path, f.source)) for f in result.files)
+    return result.entry.source, project
 
 
 def record_here(
@@ -57,11 +67,22 @@ def record_here(
     if started is not None:
         session.charge_setup(max(time.perf_counter() - started - torch_import, 0.0))
     argv = list(options.argv or ())[1:]
-    status = run_as_main(
-        options.script or "", argv, options.source or "", options.original, reporter
-    )
+    status = _run_project(options, argv, reporter)
     session.close(status)
     return status or (2 if session.upload_failed else 0)
+
+
+def _run_project(options: Options, argv: list[str], reporter: Reporter) -> int:
+    """Run the script as ``__main__``, the project's files it imports rewritten as planned."""
+    script = options.script or ""
+    root = os.path.dirname(os.path.abspath(script))
+    hook = import_hook.install(
+        {os.path.join(root, f.path): f.source for f in options.project if f.rewritten}
+    )
+    try:
+        return run_as_main(script, argv, options.source or "", options.original, reporter)
+    finally:
+        import_hook.uninstall(hook)
 
 
 def _import_torch() -> float:
@@ -121,7 +142,11 @@ def prepare(
             segment, replay_id = assigned.segment, replay_id or assigned.replay_id
             reporter.say(f"replaying segment {segment} (from {assigned.source})")
     original = read_script(script)
-    source = instrumented_source(script, original, reporter) if run.meta.instrumented else original
+    source, project = (
+        instrumented_project(script, original, reporter)
+        if run.meta.instrumented
+        else (original, ())
+    )
     _warn_training_edits(store, run, original, source, script, reporter)
     options = Options(
         mode="replay",
@@ -132,6 +157,7 @@ def prepare(
         script=os.path.abspath(script),
         source=source,
         original=original,
+        project=project,
         replay_id=replay_id or layout.new_id(),
         verify=request.verify,
         threads=_threads(request.threads, request.workers or 1, os.cpu_count() or 1),
@@ -194,10 +220,7 @@ def _warn_training_edits(
 def replay_here(prepared: Prepared, store: Store, reporter: Reporter) -> int:
     """Replay in this process; the exit status (the script's, or 2 if uploads failed)."""
     session = start(prepared.options, store, reporter)
-    options = prepared.options
-    status = run_as_main(
-        prepared.script, prepared.argv, options.source or "", options.original, reporter
-    )
+    status = _run_project(prepared.options, prepared.argv, reporter)
     session.close()
     return status or (2 if session.upload_failed else 0)
 

@@ -42,7 +42,7 @@ from flor.runtime.stdout_capture import TaggedStream
 from flor.runtime.unbound import UNBOUND
 from flor.store import Store
 from flor.transform import EndCall, compare
-from flor.transform.hindsight import Hindsight, analyze, loop_assigned
+from flor.transform.hindsight import Hindsight, analyze_project, loop_assigned, loop_file
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,9 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
 
     A sparse plan's conditions may read names the loop never assigns, known once the loop
     starts: ``replan`` then plans its iterations again with them."""
-    changes = compare(run.source, source, script)
+    recorded_project = {f.path: f.source for f in run.project}
+    edited_project = {f.path: f.source for f in options.project}
+    changes = compare(run.source, source, script, recorded_project, edited_project)
     if changes.missing or changes.added:
         parts = []
         if changes.missing:
@@ -92,7 +94,11 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
     live = set(range(start, stop))
     if options.iterations:
         live &= parse_iterations(options.iterations, total)
-    hindsight = analyze(run.source, source, script) if len(run.loops) <= 1 else None
+    hindsight = None
+    if len(run.loops) <= 1:
+        hindsight = analyze_project(
+            {**recorded_project, script: run.source}, {**edited_project, script: source}, script
+        )
     plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, no_lookup)
     return ReplayPlan(
         plan,
@@ -152,7 +158,9 @@ class Replayer(Session):
         self.probed = decided.probed
         # Only these are rebound from a checkpoint; what the loop never assigns (a timer set
         # before it) keeps this process's value. None: unknown, rebind every saved value.
-        self.rebound = loop_assigned(self.source, self.script) if len(self.run.loops) <= 1 else None
+        files = {**{f.path: f.source for f in options.project}, self.script: self.source}
+        where = loop_file(files, self.script)
+        self.rebound = loop_assigned(files[where], where) if len(self.run.loops) <= 1 else None
         self.usable = decided.usable
         self.ends = decided.ends
         self.replay_id = options.replay_id or runs.new_id()

@@ -12,12 +12,15 @@ from flor.runs.layout import (
     journal_folder,
     meta_key,
     original_key,
+    project_file_key,
+    project_key,
     replay_folder,
     run_prefix,
     source_key,
 )
 from flor.runs.records import CheckpointEntry, Commit, LoopEnd, RunMeta, SegmentResult
 from flor.store import Store
+from flor.transform.report import ProjectFile
 
 
 def list_runs(store: Store, name: str) -> list[str]:
@@ -44,6 +47,7 @@ class RecordedRun:
     stdout: dict[str, str] = field(default_factory=dict)  # what each iteration printed
     scalars: dict[int, Any] = field(default_factory=dict)  # iteration -> its loop_scalars
     scalar_firsts: set[int] = field(default_factory=set)  # each entry's first (whole) one
+    project: tuple[ProjectFile, ...] = ()  # the other project files the script imported
 
     @property
     def prefix(self) -> str:
@@ -87,6 +91,24 @@ def recorded_original(store: Store, run: RecordedRun) -> str:
     return run.source
 
 
+def _project(store: Store, prefix: str, name: str, run_id: str) -> tuple[ProjectFile, ...]:
+    """The project files run ``prefix`` recorded beside its script."""
+    if not store.exists(project_key(prefix)):
+        return ()
+    try:
+        entries = get_json(store, project_key(prefix))["files"]
+        text = {
+            sha: store.get(project_file_key(prefix, sha)).decode()
+            for sha in {e[part] for e in entries for part in ("original", "source")}
+        }
+        return tuple(
+            ProjectFile(e["path"], e["module"], text[e["original"]], text[e["source"]])
+            for e in entries
+        )
+    except (KeyError, ValueError, TypeError) as e:
+        raise FlorError("bad-run", f"run {name}/{run_id} is damaged: project file {e}") from None
+
+
 def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
     """Read run ``run_id`` of ``name`` (default: the latest); one-line errors if missing."""
     runs = list_runs(store, name)
@@ -102,7 +124,7 @@ def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
         source = store.get(source_key(prefix)).decode()
     except (KeyError, ValueError) as e:
         raise FlorError("bad-run", f"run {name}/{run_id} is damaged: {e}") from None
-    run = RecordedRun(name, run_id, meta, source)
+    run = RecordedRun(name, run_id, meta, source, project=_project(store, prefix, name, run_id))
     for key in store.keys(journal_folder(prefix)):
         try:
             data = get_json(store, key)

@@ -3,6 +3,8 @@
     NAME/RUN_ID/run.json                 metadata (rewritten at the end of the run)
     NAME/RUN_ID/source.py                the exact script that was recorded
     NAME/RUN_ID/original.py              the user's script, when ``flor run`` rewrote it
+    NAME/RUN_ID/project.json             the project's other files the script imports, and
+    NAME/RUN_ID/files/SHA.py             their sources (as run, and the user's) by SHA-256
     NAME/RUN_ID/stdout.json              what the script printed outside flor.it loops
     NAME/RUN_ID/ckpt/ITER.BLOCK.OCC.pt   checkpoint data (written first)
     NAME/RUN_ID/journal/ITER.json        commit of iteration ITER's checkpoints (written last)
@@ -48,6 +50,14 @@ def source_key(prefix: str) -> str:
 
 def original_key(prefix: str) -> str:
     return f"{prefix}/original.py"
+
+
+def project_key(prefix: str) -> str:
+    return f"{prefix}/project.json"
+
+
+def project_file_key(prefix: str, sha256: str) -> str:
+    return f"{prefix}/files/{sha256}.py"
 
 
 def stdout_key(prefix: str) -> str:
@@ -120,7 +130,12 @@ def replay_source_key(prefix: str, replay_id: str) -> str:
 
 def immutable(key: str) -> bool:
     """Keys written once and never changed: a cache may serve them."""
-    return is_blob(key) or "/ckpt/" in key or key.endswith(("/source.py", "/original.py"))
+    return (
+        is_blob(key)
+        or "/ckpt/" in key
+        or "/files/" in key
+        or key.endswith(("/source.py", "/original.py"))
+    )
 
 
 def is_data(key: str) -> bool:

@@ -9,12 +9,14 @@ background writer calls ``commit`` and ``end_loop``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 from flor.runs import layout
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.store import Store
+from flor.transform.report import ProjectFile
 
 
 class RunJournal:
@@ -22,11 +24,34 @@ class RunJournal:
         self.store = store
         self.prefix = prefix
 
-    def start(self, meta: RunMeta, source: str, original: str | None) -> None:
+    def start(
+        self,
+        meta: RunMeta,
+        source: str,
+        original: str | None,
+        project: tuple[ProjectFile, ...] = (),
+    ) -> None:
         self.write_meta(meta)
         self.store.put(layout.source_key(self.prefix), source.encode())
         if original is not None:
             self.store.put(layout.original_key(self.prefix), original.encode())
+        if project:
+            self._write_project(project)
+
+    def _write_project(self, project: tuple[ProjectFile, ...]) -> None:
+        """Each file's sources once, by content; then the list that names them."""
+        entries, written = [], set()
+        for f in project:
+            shas = {}
+            for part in ("original", "source"):
+                data = getattr(f, part).encode()
+                sha = hashlib.sha256(data).hexdigest()
+                if sha not in written:
+                    self.store.put(layout.project_file_key(self.prefix, sha), data)
+                    written.add(sha)
+                shas[part] = sha
+            entries.append({"path": f.path, "module": f.module, **shas})
+        layout.put_json(self.store, layout.project_key(self.prefix), {"files": entries})
 
     def write_meta(self, meta: RunMeta) -> None:
         layout.put_json(self.store, layout.meta_key(self.prefix), meta.to_json())

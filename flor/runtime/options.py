@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from flor.errors import FlorError
+from flor.transform.report import ProjectFile
 
 DEFAULT_EPSILON = 1 / 15
 DEFAULT_STORAGE = "10GB"
@@ -54,6 +55,7 @@ class Options:
     source: str | None = None  # the code actually run, when it is not the file (flor run)
     original: str | None = None  # the user's unmodified script, when flor rewrote it
     argv: tuple[str, ...] | None = None  # the script's argv, when sys.argv is flor's own
+    project: tuple[ProjectFile, ...] = ()  # the project files the script imports, as they run
 
 
 def parse_segment(text: str) -> tuple[int, int]:

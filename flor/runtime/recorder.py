@@ -66,7 +66,7 @@ class Recorder(Session):
         self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
         self._closed = False
         self.meta = self._initial_meta()
-        self.journal.start(self.meta, self._read_source(), options.original)
+        self.journal.start(self.meta, self._read_source(), options.original, options.project)
         self.stdout = TaggedStream(sys.stdout, keep=True)  # kept per iteration, shown later
         sys.stdout = self.stdout
         atexit.register(self.close)

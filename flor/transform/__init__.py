@@ -12,18 +12,26 @@ from typing import TYPE_CHECKING, Any
 from flor.transform.fingerprints import BlockChanges, EndCall, compare, fingerprints
 
 if TYPE_CHECKING:
-    from flor.transform.instrumenter import instrument
+    from flor.transform.instrumenter import instrument, instrument_project
     from flor.transform.report import Instrumented
 
-__all__ = ["BlockChanges", "EndCall", "Instrumented", "compare", "fingerprints", "instrument"]
+__all__ = [
+    "BlockChanges",
+    "EndCall",
+    "Instrumented",
+    "compare",
+    "fingerprints",
+    "instrument",
+    "instrument_project",
+]
 
 
 def __getattr__(name: str) -> Any:
     """libcst only for what rewrites: a recording analyses its script without it."""
-    if name == "instrument":
-        from flor.transform.instrumenter import instrument
+    if name in ("instrument", "instrument_project"):
+        from flor.transform import instrumenter
 
-        return instrument
+        return getattr(instrumenter, name)
     if name == "Instrumented":
         from flor.transform.report import Instrumented
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from flor.errors import FlorError
@@ -55,34 +56,58 @@ def block_name(test: ast.expr) -> str | None:
 _IMPLICIT_CALLS = frozenset({"forward", "__call__"})
 
 
-def _called_names(nodes: list[ast.stmt]) -> set[str]:
+def _referenced_names(nodes: list[ast.stmt]) -> set[str]:
+    """Names ``nodes`` call or refer to: a function passed along (``optimizer.step(closure)``,
+    a callback) runs where it is called, which may be inside a block."""
     names = set()
     for node in nodes:
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Call):
-                if isinstance(sub.func, ast.Name):
-                    names.add(sub.func.id)
-                elif isinstance(sub.func, ast.Attribute):
-                    names.add(sub.func.attr)
+            if isinstance(sub, ast.Name):
+                names.add(sub.id)
+            elif isinstance(sub, ast.Attribute):
+                names.add(sub.attr)
     return names
+
+
+def _escaping(trees: list[ast.Module], functions: dict[str, list[ast.AST]]) -> set[str]:
+    """Functions referred to other than by calling them (``set_callback("on_batch_end", fn)``,
+    ``collate_fn=collate``): any block may end up calling them."""
+    called = {id(n.func) for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    out = set()
+    for tree in trees:
+        for n in ast.walk(tree):
+            if id(n) in called or not isinstance(getattr(n, "ctx", None), ast.Load):
+                continue
+            name = n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)
+            if name in functions:
+                out.add(name)
+    return out
 
 
 def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
     """Block name -> fingerprint of its body and the same-file functions it calls."""
-    tree = parse(source, filename)
+    return project_fingerprints({filename: source})
+
+
+def project_fingerprints(files: Mapping[str, str], label: str = "") -> dict[str, str]:
+    """Block name -> fingerprint of its body and the functions it may call, from any of the
+    project's ``files`` (path -> source): by name, so an edit to a function of that name
+    anywhere counts. Bodies are hashed in path order; ``label`` marks paths in errors."""
+    trees = [parse(files[path], path + label) for path in sorted(files)]
     functions: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.setdefault(node.name, []).append(node)
     bodies: dict[str, list[ast.stmt]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and (name := block_name(node.test)) is not None:
-            bodies.setdefault(name, []).extend(node.body)
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.If) and (name := block_name(node.test)) is not None:
+                bodies.setdefault(name, []).extend(node.body)
+    escaping = _escaping(trees, functions)
     result = {}
     for name, body in bodies.items():
         digest = hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode())
         seen: set[str] = set()
-        todo = sorted(_called_names(body) | _IMPLICIT_CALLS)
+        todo = sorted(_referenced_names(body) | _IMPLICIT_CALLS | escaping)
         while todo:
             callee = todo.pop()
             if callee in seen or callee not in functions:
@@ -90,7 +115,7 @@ def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
             seen.add(callee)
             for fn in functions[callee]:
                 digest.update(ast.dump(fn).encode())
-                todo.extend(sorted(_called_names([fn])))  # type: ignore[list-item]
+                todo.extend(sorted(_referenced_names([fn])))  # type: ignore[list-item]
         result[name] = digest.hexdigest()
     return result
 
@@ -141,14 +166,26 @@ def end_names(source: str, filename: str = "<script>") -> dict[str, frozenset[st
     }
 
 
-def compare(recorded: str, edited: str, filename: str = "<script>") -> BlockChanges:
-    """Which blocks of ``recorded`` changed, vanished or appeared in ``edited``."""
-    old = fingerprints(recorded, filename + " (recorded)")
-    new = fingerprints(edited, filename)
+def compare(
+    recorded: str,
+    edited: str,
+    filename: str = "<script>",
+    recorded_project: Mapping[str, str] | None = None,
+    edited_project: Mapping[str, str] | None = None,
+) -> BlockChanges:
+    """Which blocks of ``recorded`` changed, vanished or appeared in ``edited``; with the
+    project's other files (path -> source, as recorded and as edited), across them all."""
+    old = project_fingerprints({**(recorded_project or {}), filename: recorded}, " (recorded)")
+    new = project_fingerprints({**(edited_project or {}), filename: edited})
+    ends, recorded_ends = end_calls(edited, filename), end_calls(recorded, filename)
+    for path, source in (edited_project or {}).items():
+        ends.update(end_calls(source, path))
+    for path, source in (recorded_project or {}).items():
+        recorded_ends.update(end_calls(source, path + " (recorded)"))
     return BlockChanges(
         changed=frozenset(n for n in old.keys() & new.keys() if old[n] != new[n]),
         missing=frozenset(old.keys() - new.keys()),
         added=frozenset(new.keys() - old.keys()),
-        ends=end_calls(edited, filename),
-        recorded_ends=end_calls(recorded, filename),
+        ends=ends,
+        recorded_ends=recorded_ends,
     )

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from flor.errors import FlorError
 from flor.transform.fingerprints import block_name, is_skipblock_call, parse
 
 # Nodes a condition may consist of: arithmetic, comparisons and boolean logic on names.
@@ -121,6 +123,48 @@ def analyze(recorded: str, edited: str, filename: str = "<script>") -> Hindsight
         elif where != "before":
             return Hindsight(dense=where, expected=False)
     return loops[True].analysis(tuple(guards), after)
+
+
+def analyze_project(
+    recorded: Mapping[str, str], edited: Mapping[str, str], entry: str
+) -> Hindsight:
+    """``analyze`` for a project (path -> source, as recorded and as edited): on the file
+    that holds the main loop. An edit in any other file runs every iteration: where it
+    runs in the loop is not followed across files."""
+    where = loop_file(edited, entry)
+    if where not in recorded:
+        return Hindsight(dense=f"{where} was not recorded", expected=False)
+    for path in sorted(recorded.keys() | edited.keys()):
+        if path != where and not _same_code(recorded.get(path), edited.get(path)):
+            return Hindsight(
+                dense=f"{path} changed, outside the main loop's file ({where})", expected=False
+            )
+    return analyze(recorded[where], edited[where], where)
+
+
+def loop_file(files: Mapping[str, str], entry: str) -> str:
+    """The file of ``files`` (path -> source) with the ``flor.it`` loop: ``entry`` unless
+    exactly one other file has one."""
+    if "flor.it(" in files.get(entry, "flor.it("):
+        return entry
+    found = [p for p, s in files.items() if "flor.it(" in s and _has_main_loop(s, p)]
+    return found[0] if len(found) == 1 else entry
+
+
+def _has_main_loop(source: str, path: str) -> bool:
+    try:
+        return _main_loop(parse(source, path)) is not None
+    except FlorError:
+        return False
+
+
+def _same_code(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a == b
+    try:
+        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+    except SyntaxError:
+        return a == b
 
 
 def loop_assigned(source: str, filename: str = "<script>") -> frozenset[str] | None:

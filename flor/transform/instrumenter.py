@@ -10,6 +10,7 @@ import libcst as cst
 from flor.transform.effects import StateItem, feeds_block, infer_state
 from flor.transform.loops import (
     BlockChoice,
+    Loop,
     Refused,
     choose_block,
     file_opted_out,
@@ -17,8 +18,16 @@ from flor.transform.loops import (
     opted_out,
     refuse_multiprocessing,
 )
-from flor.transform.program import Program
-from flor.transform.report import BlockDecision, Instrumented, LoopDecision, Note
+from flor.transform.program import FunctionNode, Program
+from flor.transform.project import ENTRY, Project, Resolve
+from flor.transform.report import (
+    BlockDecision,
+    Instrumented,
+    LoopDecision,
+    Note,
+    ProjectInstrumented,
+    SourceFile,
+)
 from flor.transform.rewrite import LOOP_VARIABLE, FlorRewriter, LoopRewrite
 
 _ALREADY = re.compile(r"^[^#\n]*\bflor\.(it|SkipBlock\.step_into)\(", re.MULTILINE)
@@ -27,22 +36,63 @@ _IMPORTS_FLOR = re.compile(r"^\s*import flor\s*$", re.MULTILINE)
 
 def instrument(source: str, filename: str = "<script>") -> Instrumented:
     """Rewrite ``source`` so that its main loops record and replay with flor."""
+    return instrument_project(SourceFile(ENTRY, filename, source), _no_project).entry
+
+
+def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrumented:
+    """Rewrite the entry script and the project files its main loops live in."""
+    source, filename = entry.source, entry.path
+    project = Project(entry, resolve)
     try:
-        module = cst.parse_module(source)
+        p = project.parse(ENTRY)
     except cst.ParserSyntaxError as e:
-        return Instrumented(filename, source, source, error=_syntax_error(source, e))
+        return ProjectInstrumented(
+            Instrumented(filename, source, source, error=_syntax_error(source, e))
+        )
+    assert p is not None  # the entry is always the project's
     left = _left_unchanged(source)
     if left is not None:
-        return Instrumented(filename, source, source, notes=(left,))
-    p = Program(module)
+        return ProjectInstrumented(Instrumented(filename, source, source, notes=(left,)))
+    files = tuple(project.closure()[1:])
     refusal = refuse_multiprocessing(p)
     if refusal is not None:
-        return Instrumented(filename, source, source, notes=(refusal,))
+        return ProjectInstrumented(
+            Instrumented(filename, source, source, notes=(refusal,)), files=files
+        )
+    by_file: dict[int, list[tuple[Loop, FunctionNode | None]]] = {}
+    programs = {id(p): p}
+    for q, loop, owner in main_loops(p):
+        programs[id(q)] = q
+        by_file.setdefault(id(q), []).append((loop, owner))
+    results = {}
+    for key, loops in by_file.items():
+        q = programs[key]
+        f = project.file(project.module_of(q))
+        assert f is not None
+        prefix = "" if f.module == ENTRY else f.module + "."
+        results[key] = _instrument_file(q, f, loops, prefix)
+    main = results.pop(id(p), None) or Instrumented(filename, source, source)
+    return ProjectInstrumented(main, tuple(results.values()), files)
+
+
+def _no_project(module: str) -> SourceFile | None:
+    return None
+
+
+def _instrument_file(
+    p: Program, f: SourceFile, loops: list[tuple[Loop, FunctionNode | None]], prefix: str
+) -> Instrumented:
+    """``f`` with its main ``loops`` rewritten; its block names start with ``prefix``."""
+    source, filename = f.source, f.path
+    if f.module != ENTRY:
+        left = _left_unchanged(source) or refuse_multiprocessing(p)
+        if left is not None:
+            return Instrumented(filename, source, source, notes=(left,))
     notes: list[Note] = []
     rewrites: dict[int, LoopRewrite] = {}
     decisions: list[LoopDecision] = []
     per_function: dict[str, int] = {}
-    for loop, owner in main_loops(p):
+    for loop, owner in loops:
         decided = _decide(p, loop, notes)
         if decided is None:
             continue
@@ -50,7 +100,7 @@ def instrument(source: str, filename: str = "<script>") -> Instrumented:
         qualname = p.qualname(owner)
         index = per_function.get(qualname, 0)
         per_function[qualname] = index + 1
-        name = f"{qualname.replace('<module>', 'module')}.L{index}"
+        name = f"{prefix}{qualname.replace('<module>', 'module')}.L{index}"
         rewrites[id(loop)] = LoopRewrite(name, choice, state)
         lines = (p.line(block[0]), p.last_line(block[-1]))
         names = tuple(item.name for item in state)
@@ -60,7 +110,7 @@ def instrument(source: str, filename: str = "<script>") -> Instrumented:
         return Instrumented(filename, source, source, tuple(decisions), tuple(notes))
     variable = LOOP_VARIABLE if LOOP_VARIABLE not in source else LOOP_VARIABLE + "_"
     add_import = not _IMPORTS_FLOR.search(source)
-    new = module.visit(FlorRewriter(rewrites, variable, add_import))
+    new = p.module.visit(FlorRewriter(rewrites, variable, add_import))
     return Instrumented(filename, source, new.code, tuple(decisions), tuple(notes))
 
 

@@ -34,27 +34,29 @@ class Refused(Exception):
     """This loop or block is not provably safe to instrument; the reason is the message."""
 
 
-def main_loops(p: Program) -> list[tuple[Loop, FunctionNode | None]]:
-    """Training loops reached from the entry point that are not inside another one."""
-    found: list[tuple[Loop, FunctionNode | None]] = []
+def main_loops(p: Program) -> list[tuple[Program, Loop, FunctionNode | None]]:
+    """Training loops reached from the entry point that are not inside another one, with
+    the file (``Program``) each is in: calls are followed into the project's other files."""
+    found: list[tuple[Program, Loop, FunctionNode | None]] = []
     visited: set[int] = set()
 
-    def visit(node: cst.CSTNode, owner: FunctionNode | None) -> None:
+    def visit(q: Program, node: cst.CSTNode, owner: FunctionNode | None) -> None:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return
-        if isinstance(node, (cst.For, cst.While)) and p.does_training(node):
-            if all(loop is not node for loop, _ in found):
-                found.append((node, owner))
+        if isinstance(node, (cst.For, cst.While)) and q.does_training(node):
+            if all(loop is not node for _, loop, _ in found):
+                found.append((q, node, owner))
             return
         if isinstance(node, cst.Call):
-            for fn in p.callees(node):
+            callees = [(q, fn) for fn in q.callees(node)] or q.external(q, node)
+            for where, fn in callees:
                 if id(fn) not in visited:
                     visited.add(id(fn))
-                    visit(fn.body, fn)
+                    visit(where, fn.body, fn)
         for child in node.children:
-            visit(child, owner)
+            visit(q, child, owner)
 
-    visit(p.module, None)
+    visit(p, p.module, None)
     return found
 
 
@@ -114,7 +116,7 @@ def _why(p: Program, block: Nodes) -> str:
     if len(block) == 1 and isinstance(block[0], (cst.For, cst.While)):
         return "the inline training loop"
     if len(block) == 1 and isinstance(block[0], cst.SimpleStatementLine):
-        calls = [c for c in p.calls(block[0]) if p.callees(c)]
+        calls = [c for c in p.calls(block[0]) if p.callees(c) or p.external(p, c)]
         if calls:
             return f"the call to {p.code(calls[0].func)}(), which trains"
     return "the update region of the iteration"

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import libcst as cst
 from libcst.metadata import BaseAssignment, MetadataWrapper, PositionProvider, Scope, ScopeProvider
 
-# Calls that do training work: a backward pass or an optimizer step.
-TRAINING_METHODS = frozenset({"backward", "step"})
+# Calls that do training work: a backward pass, an optimizer step, or clearing gradients for
+# one (a loss scaler's `__call__` often does the other two: DeiT's `loss_scaler(loss, optimizer)`).
+TRAINING_METHODS = frozenset({"backward", "step", "zero_grad"})
 # ``.step()`` on these is not training: schedulers, environments, progress bars.
 NOT_OPTIMIZERS = ("sched", "lr", "env", "bar", "pbar", "progress", "tqdm", "warmup")
 FunctionNode = cst.FunctionDef
@@ -86,9 +87,18 @@ def root_name(expr: cst.BaseExpression) -> cst.Name | None:
             return None
 
 
+# Functions in the project's other files that a call reaches (``flor.transform.project``).
+External = Callable[["Program", cst.Call], "list[tuple[Program, FunctionNode]]"]
+
+
+def _no_external(p: Program, call: cst.Call) -> list[tuple[Program, FunctionNode]]:
+    return []
+
+
 class Program:
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, external: External = _no_external) -> None:
         self.module = module
+        self.external = external
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         metadata = wrapper.resolve_many([ScopeProvider, PositionProvider])
         self.scopes: Any = metadata[ScopeProvider]
@@ -215,11 +225,17 @@ class Program:
         return bool(receiver) and not any(word in receiver for word in NOT_OPTIMIZERS)
 
     def does_training(self, node: cst.CSTNode) -> bool:
-        """Whether ``node`` runs a backward pass or optimizer step, directly or through calls."""
+        """Whether ``node`` runs a backward pass or optimizer step, directly or through calls
+        (to this file's functions, or to the project's other files)."""
         key = ("training", id(node))
         if key not in self.memo:
-            self.memo[key] = any(self.is_training_call(c) for c in self.calls(node)) or any(
-                any(self.is_training_call(c) for c in self.calls(fn.body))
-                for fn in self.reachable_functions(node)
+            self.memo[key] = False  # a guard against calls that recurse across files
+            regions = [node, *(fn.body for fn in self.reachable_functions(node))]
+            calls = [c for region in regions for c in self.calls(region)]
+            self.memo[key] = any(self.is_training_call(c) for c in calls) or any(
+                q.does_training(fn.body)
+                for c in calls
+                if not self.callees(c)
+                for q, fn in self.external(self, c)
             )
         return bool(self.memo[key])

@@ -7,6 +7,30 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class SourceFile:
+    """A file of the project: the entry script (module ``__main__``) or one it imports."""
+
+    module: str  # its import name
+    path: str  # where it is, as the user's tools name it
+    source: str
+    is_package: bool = False  # an ``__init__.py``: relative imports start from itself
+
+
+@dataclass(frozen=True)
+class ProjectFile:
+    """A file of the project as a run uses it: ``source`` is what runs (rewritten or not)."""
+
+    path: str  # relative to the entry script's folder, with ``/``
+    module: str
+    original: str
+    source: str
+
+    @property
+    def rewritten(self) -> bool:
+        return self.source != self.original
+
+
+@dataclass(frozen=True)
 class Note:
     """A warning or refusal tied to a line of the user's file."""
 
@@ -75,3 +99,25 @@ class Instrumented:
         if not self.loops and not self.notes:
             lines.append(f"{self.filename}: no training loop found; the file is unchanged")
         return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ProjectInstrumented:
+    """The outcome of instrumenting an entry script and the project files it reaches."""
+
+    entry: Instrumented
+    others: tuple[Instrumented, ...] = ()  # other files with a main loop (rewritten, or why not)
+    files: tuple[SourceFile, ...] = ()  # every project file the entry imports, transitively
+
+    @property
+    def all(self) -> tuple[Instrumented, ...]:
+        return (self.entry, *self.others)
+
+    def report(self) -> str:
+        """Each file's decisions; "no training loop found" only when no file has one."""
+        if self.entry.error or not self.others:
+            return self.entry.report()
+        return "".join(r.report() for r in self.all if r.loops or r.notes)
+
+    def diff(self) -> str:
+        return "".join(r.diff() for r in self.all)

@@ -1,4 +1,6 @@
-"""The training loop lives here, in the project's other file (PATTERNS 33)."""
+# flor: skip-file
+"""The training loop lives here, in the project's other file (PATTERNS 33), which the user
+opted out of instrumentation: the run has no checkpoints."""
 
 
 

@@ -1,4 +1,4 @@
-"""An entry script whose training loop flor cannot find: it calls into engine.py."""
+"""An entry script whose training loop, in engine.py, is not instrumented."""
 
 import torch
 from engine import fit

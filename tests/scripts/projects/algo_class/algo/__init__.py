@@ -1,0 +1,3 @@
+from .ppo import PPO
+
+__all__ = ["PPO"]

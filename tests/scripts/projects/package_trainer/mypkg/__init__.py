@@ -1,0 +1,1 @@
+"""A training package of the project (not installed): model and trainer."""
