@@ -7,7 +7,7 @@ from flor.runs.catalogue import RecordedRun
 from flor.runs.records import RunMeta
 from flor.runtime.conditions import Guards, Lookahead, lookup_in, no_lookup
 from flor.runtime.loop_scalars import LoopScalars, replayed
-from flor.transform.hindsight import analyze, loop_assigned, periodic
+from flor.transform.hindsight import analyze, analyze_project, loop_assigned, periodic
 
 LOOP = """\
 import flor
@@ -230,3 +230,30 @@ def test_a_recording_notes_only_what_the_loop_can_rebind() -> None:
         3: {},
     }
     assert periodic(LOOP).rebindable == loop_assigned(LOOP)
+
+
+def test_a_project_is_analysed_in_the_file_that_holds_the_loop() -> None:
+    """The loop in trainer.py: an edit there is placed as in one file; module-level lines of
+    the entry script run after the loop; an edit in a function elsewhere runs everywhere."""
+    trainer = (
+        "import flor\n"
+        "def run(state):\n"
+        "    for step in flor.it(range(100)):\n"
+        "        state.append(step)\n"
+    )
+    entry = "import trainer\ndef cb():\n    pass\nstate = []\ntrainer.run(state)\n"
+    recorded = {"main.py": entry, "trainer.py": trainer}
+
+    def edited(**files: str) -> dict[str, str]:
+        return {**recorded, **files}
+
+    periodic_line = trainer + "        if step % 10 == 0:\n            print(step)\n"
+    found = analyze_project(recorded, edited(**{"trainer.py": periodic_line}), "main.py")
+    assert found.sparse and [c.test for (c,) in found.guards] == ["step % 10 == 0"]
+    after = analyze_project(
+        recorded, edited(**{"main.py": entry + "print(len(state))\n"}), "main.py"
+    )
+    assert after.sparse and after.after_loop and not after.guards
+    in_callback = entry.replace("    pass", "    print(1)")
+    dense = analyze_project(recorded, edited(**{"main.py": in_callback}), "main.py")
+    assert not dense.sparse and "main.py changed" in (dense.dense or "")

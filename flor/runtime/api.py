@@ -77,6 +77,15 @@ class SkipBlock:
         return out if out else None
 
 
+def globals_of(module: str) -> dict[str, Any]:
+    """The globals of project module ``module`` (imported if it is not yet): where an
+    instrumented block's ``SkipBlock.end`` restores the module globals that a function of
+    another file, called by the block, rebinds or mutates."""
+    import importlib
+
+    return vars(importlib.import_module(module))
+
+
 def log(name: str, value: T, step: int | None = None) -> T:
     """Record ``value`` under ``name`` for the current iteration; returns ``value``."""
     session = context.current()

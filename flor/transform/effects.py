@@ -65,6 +65,9 @@ def infer_state(p: Program, loop: Loop, block: Nodes) -> list[StateItem]:
     for n in global_names:
         if n not in names:
             items.append(_global_item(p, scope, n, loop))
+    for module, n in _foreign_globals(p, [*block, *outer]):
+        if module != p.name:
+            items.append(_foreign_item(module, n))
     _refuse_iterators(p, scope, [i.name for i in items])
     return items
 
@@ -212,14 +215,14 @@ def _mutation_roots(p: Program, nodes: Nodes) -> list[cst.Name]:
                 )
                 for t in targets:
                     for element in t.elements if isinstance(t, (cst.Tuple, cst.List)) else [t]:
-                        value = getattr(element, "value", element)
+                        value = element.value if isinstance(element, cst.BaseElement) else element
                         if isinstance(value, (cst.Attribute, cst.Subscript)):
                             roots.append(root_name(value))  # type: ignore[arg-type]
     return [r for r in roots if r is not None]
 
 
 def _mutated_args(p: Program, call: cst.Call) -> list[cst.Name]:
-    """Name arguments a call may mutate.
+    """The variables whose objects a call's arguments may let it mutate (``x``, ``self.x``).
 
     Same-file functions: those bound to parameters the callee mutates. Builtins,
     numeric libraries (torch, numpy, math, ...) unless in-place (``clip_grad_norm_``),
@@ -227,25 +230,33 @@ def _mutated_args(p: Program, call: cst.Call) -> list[cst.Name]:
     else (a method of an object, a project import): all of them.
     """
     func = call.func
-    names = [a for a in call.args if isinstance(a.value, cst.Name)]
-    if not names or not _may_mutate_args(p, func):
+    roots = [_arg_root(a.value) for a in call.args]
+    if not any(roots) or not _may_mutate_args(p, func):
         return []
     callees = p.callees(call)
     if not callees:
-        return [a.value for a in names]  # type: ignore[misc]
+        return [r for r in roots if r is not None]
     out = []
     for fn in callees:
         params = [param.name.value for param in fn.params.params]
         if isinstance(func, cst.Attribute) and params:
             params = params[1:]  # self
         mutated = _mutated_params(p, fn)
-        for i, arg in enumerate(call.args):
-            if not isinstance(arg.value, cst.Name):
+        for i, (arg, root) in enumerate(zip(call.args, roots)):
+            if root is None:
                 continue
             param = arg.keyword.value if arg.keyword else (params[i] if i < len(params) else None)
             if param is None or param in mutated:
-                out.append(arg.value)
+                out.append(root)
     return out
+
+
+def _arg_root(value: cst.BaseExpression) -> cst.Name | None:
+    """The variable an argument passes an object of: ``model``, or ``self`` for
+    ``self.model`` (the callee may mutate what the attribute holds)."""
+    if isinstance(value, cst.Name):
+        return value
+    return root_name(value) if isinstance(value, cst.Attribute) else None
 
 
 _LIBRARIES = frozenset(
@@ -423,8 +434,35 @@ def _live(p: Program, scope: Scope, name: str, block: Nodes) -> bool:
 # -- callees: module globals -------------------------------------------------------------
 def _callee_globals(p: Program, block: Nodes) -> list[str]:
     """Module globals that functions called by the block rebind (``global``) or mutate."""
+    return _globals_changed(p, [f for s in block for f in p.reachable_functions(s)])
+
+
+def _foreign_globals(p: Program, region: Nodes) -> list[tuple[str, str]]:
+    """(module, name) of the globals of the project's other modules that functions there,
+    called from ``region`` directly or through calls, rebind or mutate."""
+    out: list[tuple[str, str]] = []
+    seen: set[int] = set()
+
+    def outgoing(q: Program, nodes: list[cst.CSTNode]) -> list[tuple[Program, cst.Call]]:
+        regions = [*nodes, *(f.body for n in nodes for f in q.reachable_functions(n))]
+        return [(q, c) for r in regions for c in q.calls(r) if not q.callees(c)]
+
+    todo = outgoing(p, list(region))
+    while todo:
+        caller, call = todo.pop()
+        for q, fn in caller.external(caller, call):
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            reached = [fn, *q.reachable_functions(fn.body)]
+            out.extend((q.name, g) for g in _globals_changed(q, reached) if (q.name, g) not in out)
+            todo.extend(outgoing(q, [fn.body]))
+    return out
+
+
+def _globals_changed(p: Program, functions: list[FunctionNode]) -> list[str]:
     out: list[str] = []
-    for fn in (f for s in block for f in p.reachable_functions(s)):
+    for fn in functions:
         for node in p.walk(fn.body):
             if isinstance(node, cst.Global):
                 out.extend(n.name.value for n in node.names if n.name.value not in out)
@@ -470,6 +508,17 @@ def _global_item(p: Program, scope: Scope, name: str, loop: Loop) -> StateItem:
         return StateItem(name, name if bound else f'globals().get("{name}", {UNBOUND})', name)
     target = name if name in _declared_globals(p, scope) else f'globals()["{name}"]'
     return StateItem(name, f'globals().get("{name}", {UNBOUND})', target)
+
+
+def _foreign_item(module: str, name: str) -> StateItem:
+    """A global of another project module, through ``flor.globals_of``: the block's file may
+    not even have the module's name bound."""
+    where = f'flor.globals_of("{module}")'
+    return StateItem(
+        f"{module.replace('.', '_')}_{name}",
+        f'{where}.get("{name}", {UNBOUND})',
+        f'{where}["{name}"]',
+    )
 
 
 def _declared_globals(p: Program, scope: Scope) -> set[str]:

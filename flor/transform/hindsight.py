@@ -134,12 +134,38 @@ def analyze_project(
     where = loop_file(edited, entry)
     if where not in recorded:
         return Hindsight(dense=f"{where} was not recorded", expected=False)
+    after = False
     for path in sorted(recorded.keys() | edited.keys()):
-        if path != where and not _same_code(recorded.get(path), edited.get(path)):
-            return Hindsight(
-                dense=f"{path} changed, outside the main loop's file ({where})", expected=False
-            )
-    return analyze(recorded[where], edited[where], where)
+        if path == where or _same_code(recorded.get(path), edited.get(path)):
+            continue
+        if path == entry and _top_level_only(recorded[path], edited[path]):
+            after = True  # the script's own statements run before or after the loop, never in it
+            continue
+        return Hindsight(
+            dense=f"{path} changed, outside the main loop's file ({where})", expected=False
+        )
+    found = analyze(recorded[where], edited[where], where)
+    return replace(found, after_loop=True) if after and found.sparse else found
+
+
+_DEFINES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _top_level_only(recorded: str, edited: str) -> bool:
+    """Whether ``edited`` differs from ``recorded`` only in module-level statements that
+    define nothing (no function, class or lambda a loop elsewhere could call back)."""
+    try:
+        old, new = ast.parse(recorded).body, ast.parse(edited).body
+    except SyntaxError:
+        return False
+    a, b = [ast.dump(s) for s in old], [ast.dump(s) for s in new]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        changed = [*old[i1:i2], *new[j1:j2]]
+        if any(isinstance(n, _DEFINES) for s in changed for n in ast.walk(s)):
+            return False
+    return True
 
 
 def loop_file(files: Mapping[str, str], entry: str) -> str:

@@ -67,7 +67,7 @@ def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrument
     results = {}
     for key, loops in by_file.items():
         q = programs[key]
-        f = project.file(project.module_of(q))
+        f = project.file(q.name)
         assert f is not None
         prefix = "" if f.module == ENTRY else f.module + "."
         results[key] = _instrument_file(q, f, loops, prefix)

@@ -96,9 +96,12 @@ def _no_external(p: Program, call: cst.Call) -> list[tuple[Program, FunctionNode
 
 
 class Program:
-    def __init__(self, module: cst.Module, external: External = _no_external) -> None:
+    def __init__(
+        self, module: cst.Module, external: External = _no_external, name: str = "__main__"
+    ) -> None:
         self.module = module
         self.external = external
+        self.name = name  # the module's import name
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         metadata = wrapper.resolve_many([ScopeProvider, PositionProvider])
         self.scopes: Any = metadata[ScopeProvider]

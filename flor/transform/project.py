@@ -36,7 +36,6 @@ class Project:
         self._resolve = resolve
         self._files: dict[str, SourceFile | None] = {ENTRY: entry}
         self._programs: dict[str, Program | None] = {}
-        self._modules: dict[int, str] = {}  # id(Program) -> its module
 
     # -- files -------------------------------------------------------------------------
     def file(self, module: str) -> SourceFile | None:
@@ -73,13 +72,9 @@ class Project:
             f = self.file(module)
             if f is None:
                 return None
-            p = Program(cst.parse_module(f.source), self.external)
+            p = Program(cst.parse_module(f.source), self.external, module)
             self._programs[module] = p
-            self._modules[id(p)] = module
         return self._programs[module]
-
-    def module_of(self, p: Program) -> str:
-        return self._modules[id(p)]
 
     # -- calls into other files ----------------------------------------------------------
     def external(self, p: Program, call: cst.Call) -> list[tuple[Program, FunctionNode]]:
@@ -240,7 +235,7 @@ class Project:
                     elif full.split(".")[0] == name.value:
                         return name.value, None
             elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
-                base = _from_module(self.file(self.module_of(p)), node)
+                base = _from_module(self.file(p.name), node)
                 for alias in node.names:
                     bound = _code(alias.asname.name) if alias.asname else _code(alias.name)
                     if base is not None and bound == name.value:

@@ -2,8 +2,16 @@
 
 import torch
 
+steps_done = 0  # a module global the training step advances: state of engine.py
+seen_losses = []  # and one it mutates
+
+
+def progress():
+    return f"{steps_done} steps, last loss {seen_losses[-1]:.6f}"
+
 
 def train_one_epoch(model, criterion, loader, optimizer, lr_scheduler, epoch, loss_scaler, model_ema):
+    global steps_done
     model.train()
     total, batches = 0.0, 0
     for x, y in loader:
@@ -14,6 +22,8 @@ def train_one_epoch(model, criterion, loader, optimizer, lr_scheduler, epoch, lo
         model_ema.update(model)
         total += loss.item()  # @inside: print(f"  grad {sum(p.grad.norm().item() for p in model.parameters()):.6f}")
         batches += 1
+        steps_done += 1
+    seen_losses.append(total / batches)
     return {"loss": total / batches, "epoch": epoch}
 
 

@@ -5,7 +5,7 @@ import argparse
 
 import torch
 import utils
-from engine import evaluate, train_one_epoch
+from engine import evaluate, progress, train_one_epoch
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=6)
@@ -31,4 +31,4 @@ for epoch in range(args.epochs):
     test_stats = evaluate(loader, model_ema.module)
     max_accuracy = max(max_accuracy, test_stats["acc"])
     print(f"epoch {epoch} loss {train_stats['loss']:.6f} acc {test_stats['acc']:.4f}")  # @outside: print(f"  lr {optimizer.param_groups[0]['lr']:.6f} steps {loss_scaler.steps} ema {sum(p.sum().item() for p in model_ema.module.parameters()):.6f}")
-print(f"max accuracy {max_accuracy:.4f}")
+print(f"max accuracy {max_accuracy:.4f} after {progress()}")

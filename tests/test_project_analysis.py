@@ -1,0 +1,139 @@
+"""The instrumenter across a project's files (pure: sources from a dict, no I/O)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from flor.transform import instrument_project
+from flor.transform.report import ProjectInstrumented, SourceFile
+
+STEP = """\
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def project(entry: str, files: dict[str, str]) -> ProjectInstrumented:
+    """Instrument ``entry`` in a project whose other modules are ``files`` (module -> source;
+    a module ending in ``.__init__`` is a package)."""
+    found = {}
+    for module, source in files.items():
+        package = module.endswith(".__init__")
+        name = module.removesuffix(".__init__")
+        path = module.replace(".", "/") + ".py"
+        found[name] = SourceFile(name, path, textwrap.dedent(source), package)
+    return instrument_project(SourceFile("__main__", "main.py", textwrap.dedent(entry)), found.get)
+
+
+def blocks(result: ProjectInstrumented) -> list[tuple[str, str, tuple[str, ...]]]:
+    return [(r.filename, b.name, b.state) for r in result.all for lp in r.loops for b in lp.blocks]
+
+
+def test_a_call_into_a_sibling_module_makes_the_entry_loop_the_main_loop() -> None:
+    result = project(
+        """\
+        import torch
+        import engine as eng
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            stats = eng.train_one_epoch(model, optimizer)
+            print(stats)
+        """,
+        {"engine": "def train_one_epoch(model, optimizer):\n" + STEP.replace("x", "1.0")},
+    )
+    assert blocks(result) == [("main.py", "module.L0", ("model", "optimizer", "stats"))]
+    assert [f.path for f in result.files] == ["engine.py"]
+    assert "the call to eng.train_one_epoch(), which trains" in result.report()
+
+
+def test_a_loop_in_a_method_of_a_package_class_is_rewritten_there() -> None:
+    """`from pkg import Trainer` re-exported by the package's __init__, a project base class,
+    a relative import between the package's modules."""
+    result = project(
+        """\
+        from pkg import Trainer
+        trainer = Trainer()
+        trainer.fit()
+        print(trainer.steps)
+        """,
+        {
+            "pkg.__init__": "from .trainer import Trainer\n",
+            "pkg.base": """\
+                import torch
+                from . import steps
+                class Base:
+                    def fit(self):
+                        while self.steps < 10:
+                            steps.one_step(self.model, self.optimizer)
+                            self.steps += 1
+                """,
+            "pkg.steps": "import torch\ndef one_step(model, optimizer):\n"
+            + STEP.replace("x", "torch.ones(2)"),
+            "pkg.trainer": """\
+                import torch
+                from .base import Base
+                class Trainer(Base):
+                    def __init__(self):
+                        self.model = torch.nn.Linear(2, 1)
+                        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                        self.steps = 0
+                """,
+        },
+    )
+    assert blocks(result) == [("pkg/base.py", "pkg.base.Base.fit.L0", ("self",))]
+    assert not result.entry.changed
+    assert "flor.it(lambda: self.steps < 10)" in result.others[0].source
+
+
+def test_a_method_of_an_instance_of_an_imported_class() -> None:
+    result = project(
+        """\
+        from algo.ppo import PPO
+        agent = PPO()
+        rollouts = []
+        for update in range(4):
+            rollouts.append(update)
+            agent.update(rollouts)
+        """,
+        {
+            "algo.__init__": "",
+            "algo.ppo": "class PPO:\n    def update(self, rollouts):\n"
+            + textwrap.indent(STEP.replace("x", "1.0"), "    "),
+        },
+    )
+    assert blocks(result)[0][:2] == ("main.py", "module.L0")
+    assert set(blocks(result)[0][2]) >= {"agent", "rollouts"}
+
+
+def test_globals_a_callee_changes_in_its_own_module_are_state() -> None:
+    result = project(
+        """\
+        import torch
+        from engine import train
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            train(model, optimizer)
+        """,
+        {
+            "engine": "steps = 0\nhistory = []\ndef train(model, optimizer):\n"
+            "    global steps\n    steps += 1\n    history.append(steps)\n"
+            + STEP.replace("x", "1.0")
+        },
+    )
+    state = blocks(result)[0][2]
+    assert "engine_steps" in state and "engine_history" in state
+    assert 'flor.globals_of("engine")["steps"]' in result.entry.source
+
+
+def test_modules_that_are_not_the_projects_are_not_followed() -> None:
+    """A loop that only calls into a library (resolve says None) is no training loop."""
+    result = project(
+        "import lib\nfor i in range(3):\n    lib.train()\n",
+        {},
+    )
+    assert blocks(result) == [] and result.files == ()
+    assert "no training loop found" in result.report()
