@@ -31,7 +31,7 @@ from flor.runtime.options import (
     check_name,
     parse_storage,
 )
-from flor.runtime.project_files import ProjectFiles
+from flor.runtime.project_files import ProjectFiles, module_script
 from flor.runtime.reporter import Reporter
 from flor.store import Store, StoreSettings
 from flor.transform import instrument_project
@@ -169,30 +169,44 @@ def _write_tree(folder: str, files: ProjectFiles, result: ProjectInstrumented) -
     help="What the run's checkpoints may keep in the store (10GB, 500MiB, 2GB/h of training, "
     "unlimited); older ones are thinned to fit.",
 )
+@click.option(
+    "-m", "as_module", is_flag=True, help="SCRIPT names a module: run it as `python -m` does."
+)
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 @one_line_errors
 def run(
-    edge: Edge, name: str, epsilon: float, storage: str, script: str, args: tuple[str, ...]
+    edge: Edge,
+    name: str,
+    epsilon: float,
+    storage: str,
+    as_module: bool,
+    script: str,
+    args: tuple[str, ...],
 ) -> None:
-    """Record SCRIPT [ARGS...]: instrument it in memory and run it as `python SCRIPT ARGS`.
+    """Record SCRIPT [ARGS...]: instrument it in memory and run it as `python SCRIPT ARGS`
+    (with -m: `python -m SCRIPT ARGS`).
 
-    Everything after SCRIPT belongs to the script, unchanged.
+    Everything after SCRIPT belongs to the script, unchanged. Replay runs it the same way.
     """
     from flor.replay.launch import instrumented_project, record_here
 
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
     budget = parse_storage(storage)
+    module = script if as_module else None
+    if module is not None:
+        script = module_script(module)
     original = read_script(script)
-    source, project = instrumented_project(script, original, edge.reporter)
+    source, project = instrumented_project(script, original, edge.reporter, module)
     options = Options(
         mode="record",
         name=check_name(name),
         epsilon=epsilon,
         storage=budget,
         script=os.path.abspath(script),
+        module=module,
         source=source,
         original=original,
         project=project,

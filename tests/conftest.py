@@ -59,6 +59,10 @@ class Flor:
         """``python SCRIPT ARGS`` in the work dir."""
         return self._run([str(script), *args], check, env)
 
+    def python_m(self, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """``python -m MODULE ARGS`` in the work dir."""
+        return self._run(["-m", module, *args], True, {})
+
     def cli(self, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
         """``flor ARGS`` (the real command) in the work dir."""
         return self._run(["-m", "flor.cli", *args], check, env)

@@ -43,6 +43,12 @@ RUN_CASES = [  # (script, budget) recorded with `flor run`
 ]
 
 
+# Segments (--workers 2) for the shapes whose state crosses a segment boundary differently:
+# values read after the batch loop, lists on the policy, a replay buffer filled outside the
+# update. The others' segments are the same mechanism (and the suite must stay under 30 min).
+PARALLEL = {("last_batch.py", DENSE), ("policy_lists.py", DENSE), ("dqn_steps.py", DENSE)}
+
+
 @pytest.mark.parametrize(("name", "budget"), RUN_CASES, ids=[f"{n}-{b}" for n, b in RUN_CASES])
 def test_flor_run_outside_edit_replays_like_a_full_run(
     flor_env: Flor, name: str, budget: str
@@ -61,7 +67,8 @@ def test_flor_run_outside_edit_replays_like_a_full_run(
     assert "flor: replayed" in whole.stderr
     if budget == DENSE:
         assert replay_backwards <= full_backwards / 4, (replay_backwards, full_backwards)
-    assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
+    if (name, budget) in PARALLEL:
+        assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
 
 
 HAND_CASES = [

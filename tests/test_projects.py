@@ -31,10 +31,11 @@ def probed(f: Flor) -> list[str]:
     return f.replays("exp")[-1]["probed"]
 
 
-# project, entry script, the kinds of edit its files mark, which of them probe the block
+# project, entry script, the edits its files mark and whether each probes the block. The
+# package trainer's inside edit is replayed by the `-m` test below, on the same project.
 CASES = [
     ("engine_loop", "main.py", {"outside": False, "inside": True}),
-    ("package_trainer", "train.py", {"outside": False, "inside": True, "callback": True}),
+    ("package_trainer", "train.py", {"outside": False, "callback": True}),
     ("algo_class", "main.py", {"outside": False, "inside": True}),
 ]
 
@@ -45,57 +46,60 @@ def test_project_records_and_replays_every_edit(
 ) -> None:
     f = flor_env
     edit(f, project, "none")
-    plain = f.python(f.work / entry).stdout
     recorded = f.cli("run", "--name", "exp", entry, FLOR_EPSILON=DENSE)
-    assert recorded.stdout == plain
+    assert recorded.stdout == f.python(f.work / entry).stdout
+    truths = {}
     for kind, probes in kinds.items():
         edit(f, project, kind)
-        truth = f.python(f.work / entry).stdout
-        assert truth != plain, f"{kind}: the edit prints something"
+        truths[kind] = truth = f.python(f.work / entry).stdout
+        assert truth != recorded.stdout, f"{kind}: the edit prints something"
         assert f.cli("replay", "--name", "exp").stdout == truth, kind
         assert bool(probed(f)) == probes, kind
+    if project != "engine_loop":
+        return
+    # Edits the plan does not use change nothing: a project file the entry never imports
+    # (nor does an edit after the call in main.py, above); inside the callee, one does.
+    edit(f, project, "outside")
+    (f.work / "unused.py").write_text("def helper():\n    return 2\n")
+    unused = f.cli("replay", "--name", "exp")
+    assert unused.stdout == truths["outside"]
+    assert probed(f) == [] and "unused.py" not in unused.stderr
+    engine = f.work / "engine.py"
+    engine.write_text(engine.read_text().replace("batches += 1", "batches += 1\n        pass"))
+    assert f.cli("replay", "--name", "exp").stdout == truths["outside"]
+    assert probed(f) == ["module.L0"]
 
 
-def test_main_loop_in_another_file_is_named_and_replays_by_segment(flor_env: Flor) -> None:
-    """The package trainer: `flor run` says which file and line hold the loop and the block;
-    segments partition the iterations; two workers print what a full run does."""
+def test_a_module_in_a_package_replays_by_segment_and_with_dash_m(flor_env: Flor) -> None:
+    """The package trainer run as `flor run -m mypkg.main` (relative imports from its package;
+    replay runs it the same way): `flor run` says which file and line hold the loop and the
+    block; an inside edit in mypkg/trainer.py is probed; segments partition the iterations
+    and two workers print what a full run does."""
     f = flor_env
-    edit(f, "package_trainer", "none")
-    recorded = f.cli("run", "--name", "exp", "train.py", FLOR_EPSILON=DENSE)
+
+    def as_module(kind: str) -> None:
+        edit(f, "package_trainer", kind)
+        entry = (f.work / "train.py").read_text()
+        (f.work / "mypkg" / "main.py").write_text(entry.replace("from mypkg.", "from ."))
+
+    as_module("none")
+    recorded = f.cli("run", "--name", "exp", "-m", "mypkg.main", FLOR_EPSILON=DENSE)
     assert "mypkg/trainer.py:32: main loop `while True` in Trainer.run" in recorded.stderr
     assert "mypkg/trainer.py:33-40: block mypkg.trainer.Trainer.run.L0" in recorded.stderr
     run = f.latest_run("exp")
-    listed = json.loads((run / "project.json").read_text())["files"]
-    assert [e["path"] for e in listed] == [
-        "mypkg/__init__.py",
-        "mypkg/model.py",
-        "mypkg/trainer.py",
-    ]
-    edit(f, "package_trainer", "outside")
-    truth = f.python(f.work / "train.py").stdout
+    listed = [e["path"] for e in json.loads((run / "project.json").read_text())["files"]]
+    assert listed == ["mypkg/__init__.py", "mypkg/model.py", "mypkg/trainer.py"]
+    as_module("inside")
+    truth = f.python_m("mypkg.main").stdout
+    assert f.cli("replay", "--name", "exp").stdout == truth
+    assert probed(f) == ["mypkg.trainer.Trainer.run.L0"]
     segments = [f.cli("replay", "--name", "exp", "--segment", f"{i}/3") for i in (1, 2, 3)]
-    covered = [it for seg in f.replays("exp") for it in seg["iterations"]]
+    covered = [it for seg in f.replays("exp")[-3:] for it in seg["iterations"]]
     assert sorted(covered) == list(range(30)) and len(covered) == 30
     assert "".join(s.stdout for s in segments) == truth
     assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
-
-
-def test_edits_the_plan_does_not_use_change_nothing(flor_env: Flor) -> None:
-    """An edit in a project file the entry never imports, or after the call in the entry
-    script, probes no block; an edit inside the callee in engine.py does."""
-    f = flor_env
-    edit(f, "engine_loop", "none")
-    f.cli("run", "--name", "exp", "main.py", "--epochs", "3", FLOR_EPSILON=DENSE)
-    (f.work / "unused.py").write_text("def helper():\n    return 2\n")
-    replayed = f.cli("replay", "--name", "exp")
-    assert probed(f) == [] and "unused.py" not in replayed.stderr
-    engine = f.work / "engine.py"
-    engine.write_text(engine.read_text().replace("batches += 1", "batches += 1\n        pass"))
-    assert (
-        f.cli("replay", "--name", "exp").stdout
-        == f.python(f.work / "main.py", "--epochs", "3").stdout
-    )
-    assert probed(f) == ["module.L0"]
+    missing = f.cli("run", "--name", "exp", "-m", "mypkg.nothing", check=False)
+    assert missing.returncode == 2 and "no module mypkg.nothing" in missing.stderr
 
 
 def test_instrument_prints_a_diff_per_file_and_writes_the_tree(flor_env: Flor) -> None:

@@ -20,7 +20,7 @@ REALISTIC = [
     ("reinforce.py", []),
     ("module_globals.py", []),
 ]
-# `--segment` and `--workers 2` of an outside edit are covered for six more shapes by
+# `--segment` and `--workers 2` of an outside edit are covered for three more shapes by
 # test_fidelity (the rollout among them): here workers run once per script (on the probed
 # block where there is one), and segments for the step loop, which keeps the suite under 30
 # minutes.

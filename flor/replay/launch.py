@@ -37,13 +37,16 @@ from flor.transform.report import ProjectFile, SourceFile
 
 
 def instrumented_project(
-    script: str, original: str, reporter: Reporter
+    script: str, original: str, reporter: Reporter, as_module: str | None = None
 ) -> tuple[str, tuple[ProjectFile, ...]]:
     """The script as ``flor run`` runs it, and the project files it imports (rewritten
     where a main loop lives in them). Unchanged, with the reasons, where flor cannot
-    rewrite it (python then reports a real syntax error itself, exactly as it would)."""
-    files = ProjectFiles(script)
-    result = instrument_project(SourceFile(ENTRY, script, original), files.resolve)
+    rewrite it (python then reports a real syntax error itself, exactly as it would).
+    ``as_module``: the script is this module, run as ``python -m`` runs it."""
+    files = ProjectFiles(script, as_module is not None)
+    package = as_module.rpartition(".")[0] if as_module else None
+    entry = SourceFile(ENTRY, script, original, package=package)
+    result = instrument_project(entry, files.resolve)
     if result.entry.error:
         reporter.warn(f"{script}:{result.entry.error}; running it unmodified")
         return original, ()
@@ -75,12 +78,14 @@ def record_here(
 def _run_project(options: Options, argv: list[str], reporter: Reporter) -> int:
     """Run the script as ``__main__``, the project's files it imports rewritten as planned."""
     script = options.script or ""
-    root = os.path.dirname(os.path.abspath(script))
+    root = os.getcwd() if options.module else os.path.dirname(os.path.abspath(script))
     hook = import_hook.install(
         {os.path.join(root, f.path): f.source for f in options.project if f.rewritten}
     )
     try:
-        return run_as_main(script, argv, options.source or "", options.original, reporter)
+        return run_as_main(
+            script, argv, options.source or "", options.original, reporter, options.module
+        )
     finally:
         import_hook.uninstall(hook)
 
@@ -141,9 +146,10 @@ def prepare(
         if assigned is not None:
             segment, replay_id = assigned.segment, replay_id or assigned.replay_id
             reporter.say(f"replaying segment {segment} (from {assigned.source})")
+    module = run.meta.module if script == recorded_script else None
     original = read_script(script)
     source, project = (
-        instrumented_project(script, original, reporter)
+        instrumented_project(script, original, reporter, module)
         if run.meta.instrumented
         else (original, ())
     )
@@ -155,6 +161,7 @@ def prepare(
         segment=parse_segment(segment or f"1/{request.workers or 1}"),
         iterations=request.iterations,
         script=os.path.abspath(script),
+        module=module,
         source=source,
         original=original,
         project=project,

@@ -77,6 +77,7 @@ class RunMeta(_Record):
     status: str = "running"
     exit_status: int | None = None
     instrumented: bool = False  # `flor run` rewrote the script; original.py holds the user's
+    module: str | None = None  # run as `python -m MODULE` (script is its file)
     git_commit: str | None = None
     numerics: Mapping[str, Any] = field(default_factory=dict)
     iterations: int = 0
@@ -90,7 +91,9 @@ class RunMeta(_Record):
     bookkeeping_seconds: float = 0.0  # and its work in every iteration, checkpoints aside
     stall_seconds: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
-    _newer = frozenset({"storage_budget", "thinned", "setup_seconds", "bookkeeping_seconds"})
+    _newer = frozenset(
+        {"storage_budget", "thinned", "setup_seconds", "bookkeeping_seconds", "module"}
+    )
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:

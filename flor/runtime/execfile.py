@@ -9,6 +9,7 @@ lines), with flor's own frames trimmed (coverage.py's execfile does the same).
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 import sys
 import traceback
@@ -44,17 +45,27 @@ def line_map(original: str, rewritten: str) -> dict[int, int]:
 
 
 def run_as_main(
-    path: str, argv: list[str], source: str, original: str | None, reporter: Reporter
+    path: str,
+    argv: list[str],
+    source: str,
+    original: str | None,
+    reporter: Reporter,
+    as_module: str | None = None,
 ) -> int:
-    """Execute ``source`` as the ``__main__`` module of ``path``; return the exit status."""
+    """Execute ``source`` as the ``__main__`` module of ``path``; return the exit status.
+    ``as_module``: the module ``path`` is, run as ``python -m`` runs it (``sys.path[0]`` the
+    working directory, relative imports from its package)."""
     path = os.path.abspath(path)
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    if as_module is not None:
+        module.__package__ = as_module.rpartition(".")[0]
+        module.__spec__ = importlib.util.spec_from_file_location(as_module, path)
     saved_main, saved_argv, saved_path0 = sys.modules["__main__"], sys.argv[:], sys.path[0]
     sys.modules["__main__"] = module  # classes defined by the script pickle as __main__.X
     sys.argv[:] = [path, *argv]
-    sys.path[0] = os.path.dirname(path)
+    sys.path[0] = os.getcwd() if as_module is not None else os.path.dirname(path)
     try:
         code = compile(source, path, "exec", dont_inherit=True)
         exec(code, module.__dict__)

@@ -49,6 +49,7 @@ class Options:
     epsilon: float = DEFAULT_EPSILON
     storage: StorageBudget = field(default_factory=lambda: parse_storage(DEFAULT_STORAGE))
     script: str | None = None
+    module: str | None = None  # the script is this module, run as `python -m MODULE`
     replay_id: str | None = None  # shared by the segments of one parallel replay
     verify: int = 0  # replay: re-execute this many checkpointed blocks just to compare
     threads: int | None = None  # replay: torch threads (None: the recorded count, for parity)

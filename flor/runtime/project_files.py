@@ -15,6 +15,7 @@ import os
 import sys
 import sysconfig
 
+from flor.errors import FlorError
 from flor.transform.report import ProjectFile, SourceFile
 
 _FLOR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,9 +34,9 @@ def _interpreter_folders() -> tuple[str, ...]:
 class ProjectFiles:
     """The project of ``script``: ``resolve`` turns a module name into its file."""
 
-    def __init__(self, script: str) -> None:
-        self.script = script
-        self.root = os.path.dirname(os.path.abspath(script))
+    def __init__(self, script: str, as_module: bool = False) -> None:
+        """``as_module``: the script runs as ``python -m``, from the working directory."""
+        self.root = os.getcwd() if as_module else os.path.dirname(os.path.abspath(script))
         self._excluded = (*_interpreter_folders(), _FLOR)
         others = [p for p in sys.path[1:] if p and self._ours(os.path.abspath(p))]
         self.search = [self.root, *(p for p in others if os.path.abspath(p) != self.root)]
@@ -75,12 +76,11 @@ class ProjectFiles:
             return None, False
         return os.path.abspath(spec.origin), spec.submodule_search_locations is not None
 
-    def shown(self, path: str) -> str:
-        """``path`` as the user's script path is written: beside it, or absolute."""
-        relative = self.relative(path)
-        if relative.startswith(".."):
-            return path
-        return os.path.join(os.path.dirname(self.script), relative)
+    @staticmethod
+    def shown(path: str) -> str:
+        """``path`` as a user names it: relative to the working directory, if inside it."""
+        relative = os.path.relpath(path)
+        return path if relative.startswith("..") else relative
 
     def relative(self, path: str) -> str:
         """``path`` relative to the project's root, with ``/``: how a run records it."""
@@ -88,6 +88,18 @@ class ProjectFiles:
 
     def absolute(self, relative: str) -> str:
         return os.path.normpath(os.path.join(self.root, relative))
+
+
+def module_script(module: str) -> str:
+    """The file ``python -m module`` runs, from the working directory's project; a one-line
+    FlorError if there is none."""
+    files = ProjectFiles(os.path.join(os.getcwd(), "-m"), as_module=True)
+    found = files.resolve(module)
+    if found is not None and found.is_package:
+        found = files.resolve(module + ".__main__")
+    if found is None:
+        raise FlorError("no-script", f"no module {module} in the project at {files.root}")
+    return found.path
 
 
 def project_file(files: ProjectFiles, f: SourceFile, source: str) -> ProjectFile:

@@ -84,6 +84,7 @@ class Recorder(Session):
             epsilon=self.options.epsilon,
             storage_budget=self.options.storage.text,
             instrumented=self.options.original is not None,
+            module=self.options.module,
             git_commit=_git_commit(self.options.script),
         )
 

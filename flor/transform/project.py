@@ -253,8 +253,10 @@ def _path(f: SourceFile) -> str:
 
 def _package(f: SourceFile | None) -> str:
     """The package a relative import in ``f`` starts from."""
-    if f is None or f.module == ENTRY:
+    if f is None:
         return ""
+    if f.module == ENTRY:
+        return f.package or ""
     return f.module if f.is_package else f.module.rpartition(".")[0]
 
 

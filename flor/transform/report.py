@@ -14,6 +14,7 @@ class SourceFile:
     path: str  # where it is, as the user's tools name it
     source: str
     is_package: bool = False  # an ``__init__.py``: relative imports start from itself
+    package: str | None = None  # the entry run as ``python -m pkg.train``: "pkg"
 
 
 @dataclass(frozen=True)
