@@ -298,7 +298,7 @@ def diff(edge: Edge, name: str, run_id: str | None) -> None:
     run = runs.load_run(store, name, run_id)
     script = run.meta.script or ""
     recorded = runs.recorded_original(store, run)
-    root = os.path.dirname(script)
+    root = run.meta.cwd if run.meta.module else os.path.dirname(script)  # where paths start
     files = [(script, recorded, run.source if run.meta.instrumented else recorded)]
     files += [(os.path.join(root, f.path), f.original, f.source) for f in run.project]
     for path, original, source in files:

@@ -58,16 +58,20 @@ def test_project_records_and_replays_every_edit(
     if project != "engine_loop":
         return
     # Edits the plan does not use change nothing: a project file the entry never imports
-    # (nor does an edit after the call in main.py, above); inside the callee, one does.
+    # (nor does an edit after the call in main.py, above); inside the callee, one probes the
+    # block, and is named where it changes training.
     edit(f, project, "outside")
     (f.work / "unused.py").write_text("def helper():\n    return 2\n")
     unused = f.cli("replay", "--name", "exp")
     assert unused.stdout == truths["outside"]
     assert probed(f) == [] and "unused.py" not in unused.stderr
-    engine = f.work / "engine.py"
-    engine.write_text(engine.read_text().replace("batches += 1", "batches += 1\n        pass"))
-    assert f.cli("replay", "--name", "exp").stdout == truths["outside"]
+    engine = f.work / "engine.py"  # grads are zeroed again before they are next used
+    zeroed = "batches += 1\n        optimizer.zero_grad()"
+    engine.write_text(engine.read_text().replace("batches += 1", zeroed))
+    again = f.cli("replay", "--name", "exp")
+    assert again.stdout == truths["outside"]
     assert probed(f) == ["module.L0"]
+    assert "engine.py:25: this edit changes training itself: it calls .zero_grad" in again.stderr
 
 
 def test_a_module_in_a_package_replays_by_segment_and_with_dash_m(flor_env: Flor) -> None:

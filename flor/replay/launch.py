@@ -78,9 +78,9 @@ def record_here(
 def _run_project(options: Options, argv: list[str], reporter: Reporter) -> int:
     """Run the script as ``__main__``, the project's files it imports rewritten as planned."""
     script = options.script or ""
-    root = os.getcwd() if options.module else os.path.dirname(os.path.abspath(script))
+    files = ProjectFiles(script, options.module is not None)
     hook = import_hook.install(
-        {os.path.join(root, f.path): f.source for f in options.project if f.rewritten}
+        {files.absolute(f.path): f.source for f in options.project if f.rewritten}
     )
     try:
         return run_as_main(
@@ -153,7 +153,7 @@ def prepare(
         if run.meta.instrumented
         else (original, ())
     )
-    _warn_training_edits(store, run, original, source, script, reporter)
+    _warn_training_edits(store, run, original, source, script, project, reporter)
     options = Options(
         mode="replay",
         name=run.name,
@@ -214,14 +214,23 @@ def _warn_training_edits(
     original: str,
     source: str,
     script: str,
+    project: tuple[ProjectFile, ...],
     reporter: Reporter,
 ) -> None:
+    """Warn, by file and line, of edits that change training itself (``training_edits``),
+    in the script and in the project files the run recorded."""
     try:
         recorded = runs.recorded_original(store, run)
     except KeyError:
         return
-    for note in training_edits(recorded, original, source, script):
-        reporter.warn(f"{script}:{note.line}: {note.message}")
+    edited = [(script, recorded, original, source)]
+    then = {f.path: f for f in run.project}
+    edited += [
+        (f.path, then[f.path].original, f.original, f.source) for f in project if f.path in then
+    ]
+    for path, before, now, rewritten in edited:
+        for note in training_edits(before, now, rewritten, path):
+            reporter.warn(f"{path}:{note.line}: {note.message}")
 
 
 def replay_here(prepared: Prepared, store: Store, reporter: Reporter) -> int:

@@ -87,6 +87,7 @@ class ProjectFiles:
         return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
 
     def absolute(self, relative: str) -> str:
+        """A path ``relative`` names: the inverse of ``relative``."""
         return os.path.normpath(os.path.join(self.root, relative))
 
 

@@ -1,6 +1,7 @@
 """Source analysis and rewriting. Pure: no torch, no I/O (ARCHITECTURE.md).
 
-- ``instrument``: rewrite an unmodified training script for flor (libcst, imported on use);
+- ``instrument``/``instrument_project``: rewrite an unmodified training script, and the
+  project files its main loop lives in, for flor (libcst, imported on use);
 - ``compare``/``fingerprints``: which SkipBlocks an edit touched (probed inference);
 - ``hindsight``: where an edit's statements run, for a sparse replay.
 """
