@@ -108,6 +108,27 @@ def test_a_method_of_an_instance_of_an_imported_class() -> None:
     assert set(blocks(result)[0][2]) >= {"agent", "rollouts"}
 
 
+def test_a_method_of_an_instance_held_on_self() -> None:
+    """A runner class keeps the algorithm on ``self`` (``self.agent.update()``)."""
+    result = project(
+        """\
+        from algo import PPO
+        class Runner:
+            def __init__(self):
+                self.agent = PPO()
+            def run(self):
+                for update in range(4):
+                    self.agent.update()
+        Runner().run()
+        """,
+        {
+            "algo": "class PPO:\n    def update(self):\n"
+            + textwrap.indent(STEP.replace("x", "1.0"), "    ")
+        },
+    )
+    assert blocks(result) == [("main.py", "Runner.run.L0", ("self",))]
+
+
 def test_globals_a_callee_changes_in_its_own_module_are_state() -> None:
     result = project(
         """\

@@ -10,7 +10,8 @@ this module does not): never the standard library or site-packages.
 
 Linking is by what the source says, not by running it: ``import m``/``from m import f``
 (absolute and relative), ``m.f()``, ``f()``, and methods of instances of the project's
-classes (``agent = PPO(...)``, then ``agent.update()``), their project bases included.
+classes (``agent = PPO(...)`` or ``self.agent = PPO(...)``, then ``agent.update()``), their
+project bases included.
 """
 
 from __future__ import annotations
@@ -177,10 +178,13 @@ class Project:
     def _classes_of(
         self, p: Program, receiver: cst.BaseExpression
     ) -> list[tuple[Program, cst.ClassDef]]:
-        """The project classes ``receiver`` may be an instance of: ``Cls(...)`` itself, or a
-        name bound (in its scope) to such a call."""
+        """The project classes ``receiver`` may be an instance of: ``Cls(...)`` itself, a
+        name bound (in its scope) to such a call, or ``self.x`` that a method of the
+        enclosing class binds to one (``self.agent = PPO(...)``)."""
         if isinstance(receiver, cst.Call):
             return self._class_named(p, receiver.func)
+        if isinstance(receiver, cst.Attribute) and dotted(receiver.value) == "self":
+            return self._attribute_classes(p, receiver)
         if not isinstance(receiver, cst.Name):
             return []
         scope = p.scope(receiver)
@@ -194,6 +198,22 @@ class Project:
                 value = getattr(p.parent(statement), "value", value)
             if isinstance(value, cst.Call):
                 out.extend(self._class_named(p, value.func))
+        return out
+
+    def _attribute_classes(
+        self, p: Program, receiver: cst.Attribute
+    ) -> list[tuple[Program, cst.ClassDef]]:
+        owner = next((a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None)
+        if owner is None:
+            return []
+        out = []
+        for node in p.walk(owner):
+            if (
+                isinstance(node, cst.Assign)
+                and isinstance(node.value, cst.Call)
+                and any(dotted(t.target) == dotted(receiver) for t in node.targets)
+            ):
+                out.extend(self._class_named(p, node.value.func))
         return out
 
     def _symbol_of(self, p: Program, expr: cst.BaseExpression) -> _Target | None:
