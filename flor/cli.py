@@ -498,7 +498,8 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
     s = query.summary(store, run)
     rows = [
         ("run", f"{name}/{run.run_id}"),
-        ("script", s.get("script")),
+        ("script", f"{s.get('script')}" + (f" (-m {run.meta.module})" if run.meta.module else "")),
+        ("project", _project_line(run)),
         ("argv", " ".join(s.get("argv", []))),
         ("started", _when(s.get("started"))),
         ("ended", _when(s.get("ended"))),
@@ -514,6 +515,14 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
     ]
     for key, value in rows:
         click.echo(f"{key:<12} {value}")
+
+
+def _project_line(run: runs.RecordedRun) -> str:
+    """The project files the run recorded beside its script, the rewritten ones marked."""
+    if not run.project:
+        return "-"
+    names = [f.path + (" (rewritten)" if f.rewritten else "") for f in run.project]
+    return f"{len(names)} more files: {', '.join(names)}"
 
 
 def _cost_line(s: dict[str, Any], spent: float) -> str:

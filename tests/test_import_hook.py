@@ -85,3 +85,23 @@ def test_the_project_is_the_scripts_folder_not_site_packages(tmp_path: Path) -> 
     assert files.resolve("pkg") is not None and files.resolve("pkg").is_package  # type: ignore[union-attr]
     for other in ("json", "torch", "torch.nn", "click", "flor.cli", "no_such_module"):
         assert files.resolve(other) is None, other
+
+
+def test_a_module_imported_under_two_names_is_rewritten_under_both(project: Path) -> None:
+    """One file, reachable as ``hooked_pkg.hooked_two`` and as ``hooked_two``: the hook
+    answers by path, so both modules run the rewritten code."""
+    (project / "hooked_pkg").mkdir()
+    path = project / "hooked_pkg" / "hooked_two.py"
+    path.write_text(ORIGINAL)
+    sys.path.insert(0, str(project / "hooked_pkg"))
+    finder = import_hook.install({str(path): REWRITTEN})
+    try:
+        import hooked_pkg.hooked_two as first  # type: ignore[import-not-found]
+        import hooked_two as second  # type: ignore[import-not-found]
+    finally:
+        import_hook.uninstall(finder)
+        sys.path.remove(str(project / "hooked_pkg"))
+    assert first is not second
+    for module in (first, second):
+        with pytest.raises(ValueError, match="bad 3"):
+            module.fail(1)

@@ -55,6 +55,12 @@ def test_project_records_and_replays_every_edit(
         assert truth != recorded.stdout, f"{kind}: the edit prints something"
         assert f.cli("replay", "--name", "exp").stdout == truth, kind
         assert bool(probed(f)) == probes, kind
+    if project == "package_trainer":  # the last edit (the callback's) is in train.py
+        shown = f.cli("show", "exp").stdout
+        assert "mypkg/model.py, mypkg/trainer.py (rewritten)" in shown
+        diff = f.cli("diff", "exp").stdout
+        assert "mypkg/trainer.py (instrumented)" in diff and "train.py (now)" in diff
+        assert "mypkg/trainer.py (now)" not in diff
     if project != "engine_loop":
         return
     # Edits the plan does not use change nothing: a project file the entry never imports
