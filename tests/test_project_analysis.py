@@ -32,17 +32,22 @@ def blocks(result: ProjectInstrumented) -> list[tuple[str, str, tuple[str, ...]]
 
 
 def test_a_call_into_a_sibling_module_makes_the_entry_loop_the_main_loop() -> None:
+    """The callee's own analysis says what it mutates: not the data it only iterates."""
     result = project(
         """\
         import torch
         import engine as eng
         model = torch.nn.Linear(2, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = [1.0, 2.0]
         for epoch in range(3):
-            stats = eng.train_one_epoch(model, optimizer)
+            stats = eng.train_one_epoch(model, optimizer, data, device="cpu")
             print(stats)
         """,
-        {"engine": "def train_one_epoch(model, optimizer):\n" + STEP.replace("x", "1.0")},
+        {
+            "engine": "def train_one_epoch(model, optimizer, data, device):\n"
+            "  for x in data:\n" + textwrap.indent(STEP, "  ")
+        },
     )
     assert blocks(result) == [("main.py", "module.L0", ("model", "optimizer", "stats"))]
     assert [f.path for f in result.files] == ["engine.py"]
@@ -158,3 +163,22 @@ def test_modules_that_are_not_the_projects_are_not_followed() -> None:
     )
     assert blocks(result) == [] and result.files == ()
     assert "no training loop found" in result.report()
+
+
+def test_arguments_a_callee_takes_through_kwargs_count_as_mutated() -> None:
+    result = project(
+        """\
+        import torch
+        from engine import train
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            train(model, optimizer=optimizer)
+        """,
+        {
+            "engine": "def train(model, **extra):\n"
+            "    model(1.0).sum().backward()\n"
+            '    extra["optimizer"].step()\n'
+        },
+    )
+    assert blocks(result)[0][2] == ("model", "optimizer")

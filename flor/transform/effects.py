@@ -19,7 +19,7 @@ import libcst as cst
 from libcst.metadata import FunctionScope, GlobalScope, Scope
 
 from flor.transform.loops import Loop, Refused
-from flor.transform.program import FunctionNode, Nodes, Program, node_of, root_name
+from flor.transform.program import FunctionNode, Nodes, Program, dotted, node_of, root_name
 
 _PURE_BUILTINS = frozenset(dir(builtins)) - {"next", "setattr", "delattr", "exec"}
 UNBOUND = "flor.UNBOUND"
@@ -224,31 +224,46 @@ def _mutation_roots(p: Program, nodes: Nodes) -> list[cst.Name]:
 def _mutated_args(p: Program, call: cst.Call) -> list[cst.Name]:
     """The variables whose objects a call's arguments may let it mutate (``x``, ``self.x``).
 
-    Same-file functions: those bound to parameters the callee mutates. Builtins,
-    numeric libraries (torch, numpy, math, ...) unless in-place (``clip_grad_norm_``),
-    and called objects (``model(x)``, ``criterion(out, y)``): none. Anything
-    else (a method of an object, a project import): all of them.
+    The project's functions (this file's, or another's): those bound to parameters the
+    callee mutates. Builtins, numeric libraries (torch, numpy, math, ...) unless in-place
+    (``clip_grad_norm_``), and called objects (``model(x)``, ``criterion(out, y)``): none.
+    Anything else (a method of an unknown object, a library): all of them.
     """
     func = call.func
     roots = [_arg_root(a.value) for a in call.args]
     if not any(roots) or not _may_mutate_args(p, func):
         return []
-    callees = p.callees(call)
+    callees = [(p, fn) for fn in p.callees(call)] or p.external(p, call)
     if not callees:
         return [r for r in roots if r is not None]
     out = []
-    for fn in callees:
-        params = [param.name.value for param in fn.params.params]
-        if isinstance(func, cst.Attribute) and params:
-            params = params[1:]  # self
-        mutated = _mutated_params(p, fn)
-        for i, (arg, root) in enumerate(zip(call.args, roots)):
-            if root is None:
-                continue
-            param = arg.keyword.value if arg.keyword else (params[i] if i < len(params) else None)
-            if param is None or param in mutated:
+    for q, fn in callees:
+        mutated = _mutated_params(q, fn)
+        for arg, root in zip(call.args, roots):
+            param = _parameter(q, fn, call, arg)
+            if root is not None and (param is None or param in mutated):
                 out.append(root)
     return out
+
+
+def _parameter(p: Program, fn: FunctionNode, call: cst.Call, arg: cst.Arg) -> str | None:
+    """The parameter of ``fn`` that ``arg`` of ``call`` binds; None where it is not one
+    name (``*args``, ``**kwargs``, unpacking), which counts as mutated."""
+    params = fn.params
+    if arg.star:
+        return None
+    if arg.keyword is not None:
+        named = {x.name.value for x in (*params.params, *params.kwonly_params)}
+        return arg.keyword.value if arg.keyword.value in named else None
+    positional = [x.name.value for x in (*params.posonly_params, *params.params)]
+    if p.is_method(fn) and positional and not _is_static(fn):
+        positional = positional[1:]  # self, or cls
+    index = [a for a in call.args if a.keyword is None].index(arg)
+    return positional[index] if index < len(positional) else None
+
+
+def _is_static(fn: FunctionNode) -> bool:
+    return any(dotted(d.decorator) == "staticmethod" for d in fn.decorators)
 
 
 def _arg_root(value: cst.BaseExpression) -> cst.Name | None:

@@ -181,10 +181,10 @@ class Program:
         if isinstance(func, cst.Name):
             return self.functions.get(func.value, [])
         if isinstance(func, cst.Attribute):
-            return [f for f in self.functions.get(func.attr.value, []) if self._is_method(f)]
+            return [f for f in self.functions.get(func.attr.value, []) if self.is_method(f)]
         return []
 
-    def _is_method(self, fn: FunctionNode) -> bool:
+    def is_method(self, fn: FunctionNode) -> bool:
         block = self.parent(fn)  # IndentedBlock -> ClassDef
         return block is not None and isinstance(self.parent(block), cst.ClassDef)
 
