@@ -21,7 +21,7 @@ class SourceFile:
 class ProjectFile:
     """A file of the project as a run uses it: ``source`` is what runs (rewritten or not)."""
 
-    path: str  # relative to the entry script's folder, with ``/``
+    path: str  # relative to the project root (the script's folder; with -m, the working dir)
     module: str
     original: str
     source: str
