@@ -53,6 +53,7 @@ def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str]
     (``flor.transform.hindsight.periodic``); None where the script does not tell."""
     from flor.runtime.conditions import Guards, Lookahead
     from flor.transform.hindsight import loop_file, periodic
+    from flor.transform.report import project_sources
 
     source = options.source
     if source is None:
@@ -62,7 +63,7 @@ def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str]
         except OSError:
             return None, None
     script = options.script or "<script>"
-    files = {**{f.path: f.source for f in options.project}, script: source}
+    files = project_sources(options.project, script, source)
     where = loop_file(files, script)
     try:
         found = periodic(files[where], where)

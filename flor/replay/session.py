@@ -43,6 +43,7 @@ from flor.runtime.unbound import UNBOUND
 from flor.store import Store
 from flor.transform import EndCall, compare
 from flor.transform.hindsight import Hindsight, analyze_project, loop_assigned, loop_file
+from flor.transform.report import project_sources
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,9 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
 
     A sparse plan's conditions may read names the loop never assigns, known once the loop
     starts: ``replan`` then plans its iterations again with them."""
-    recorded_project = {f.path: f.source for f in run.project}
-    edited_project = {f.path: f.source for f in options.project}
-    changes = compare(run.source, source, script, recorded_project, edited_project)
+    recorded_files = project_sources(run.project, script, run.source)
+    edited_files = project_sources(options.project, script, source)
+    changes = compare(run.source, source, script, recorded_files, edited_files)
     if changes.missing or changes.added:
         parts = []
         if changes.missing:
@@ -96,9 +97,7 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
         live &= parse_iterations(options.iterations, total)
     hindsight = None
     if len(run.loops) <= 1:
-        hindsight = analyze_project(
-            {**recorded_project, script: run.source}, {**edited_project, script: source}, script
-        )
+        hindsight = analyze_project(recorded_files, edited_files, script)
     plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, no_lookup)
     return ReplayPlan(
         plan,
@@ -158,7 +157,7 @@ class Replayer(Session):
         self.probed = decided.probed
         # Only these are rebound from a checkpoint; what the loop never assigns (a timer set
         # before it) keeps this process's value. None: unknown, rebind every saved value.
-        files = {**{f.path: f.source for f in options.project}, self.script: self.source}
+        files = project_sources(options.project, self.script, self.source)
         where = loop_file(files, self.script)
         self.rebound = loop_assigned(files[where], where) if len(self.run.loops) <= 1 else None
         self.usable = decided.usable

@@ -175,17 +175,18 @@ def compare(
 ) -> BlockChanges:
     """Which blocks of ``recorded`` changed, vanished or appeared in ``edited``; with the
     project's other files (path -> source, as recorded and as edited), across them all."""
-    old = project_fingerprints({**(recorded_project or {}), filename: recorded}, " (recorded)")
-    new = project_fingerprints({**(edited_project or {}), filename: edited})
-    ends, recorded_ends = end_calls(edited, filename), end_calls(recorded, filename)
-    for path, source in (edited_project or {}).items():
-        ends.update(end_calls(source, path))
-    for path, source in (recorded_project or {}).items():
-        recorded_ends.update(end_calls(source, path + " (recorded)"))
+    before = {**(recorded_project or {}), filename: recorded}
+    after = {**(edited_project or {}), filename: edited}
+    old = project_fingerprints(before, " (recorded)")
+    new = project_fingerprints(after)
     return BlockChanges(
         changed=frozenset(n for n in old.keys() & new.keys() if old[n] != new[n]),
         missing=frozenset(old.keys() - new.keys()),
         added=frozenset(new.keys() - old.keys()),
-        ends=ends,
-        recorded_ends=recorded_ends,
+        ends=_project_end_calls(after, ""),
+        recorded_ends=_project_end_calls(before, " (recorded)"),
     )
+
+
+def _project_end_calls(files: Mapping[str, str], label: str) -> dict[str, EndCall]:
+    return {n: c for path, s in files.items() for n, c in end_calls(s, path + label).items()}

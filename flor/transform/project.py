@@ -27,7 +27,6 @@ from flor.transform.report import SourceFile
 # An absolute module name -> the project's file for it; None for any other module.
 Resolve = Callable[[str], SourceFile | None]
 ENTRY = "__main__"
-_Symbol = tuple[str, str]  # (module, name in it)
 _Target = tuple[str, str | None]  # an import binds a module (name None) or a name in one
 
 
@@ -131,12 +130,12 @@ class Project:
         for node in q.walk(q.module):  # `from .engine import train_one_epoch` in __init__.py
             if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
                 for alias in node.names:
-                    bound = _code(alias.asname.name) if alias.asname else _code(alias.name)
+                    bound = dotted(alias.asname.name) if alias.asname else dotted(alias.name)
                     if bound == name:
                         base = _from_module(self.file(module), node)
                         if base is not None:
                             return self._definition(
-                                base, _code(alias.name), functions_only, depth + 1
+                                base, dotted(alias.name), functions_only, depth + 1
                             )
         return []
 
@@ -248,23 +247,19 @@ class Project:
             node = node_of(a)
             if isinstance(node, cst.Import):
                 for alias in node.names:
-                    full = _code(alias.name)
+                    full = dotted(alias.name)
                     if alias.asname is not None:
-                        if _code(alias.asname.name) == name.value:
+                        if dotted(alias.asname.name) == name.value:
                             return full, None
                     elif full.split(".")[0] == name.value:
                         return name.value, None
             elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
                 base = _from_module(self.file(p.name), node)
                 for alias in node.names:
-                    bound = _code(alias.asname.name) if alias.asname else _code(alias.name)
+                    bound = dotted(alias.asname.name) if alias.asname else dotted(alias.name)
                     if base is not None and bound == name.value:
-                        return base, _code(alias.name)
+                        return base, dotted(alias.name)
         return None
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
 
 
 def _path(f: SourceFile) -> str:
@@ -293,7 +288,7 @@ def _relative(f: SourceFile | None, level: int, module: str | None) -> str | Non
 
 
 def _from_module(f: SourceFile | None, node: cst.ImportFrom) -> str | None:
-    module = _code(node.module) if node.module is not None else None
+    module = dotted(node.module) if node.module is not None else None
     return _relative(f, len(node.relative), module)
 
 

@@ -31,6 +31,11 @@ class ProjectFile:
         return self.source != self.original
 
 
+def project_sources(project: tuple[ProjectFile, ...], script: str, source: str) -> dict[str, str]:
+    """Path -> source as run, for the project's files and the script (under ``script``)."""
+    return {**{f.path: f.source for f in project}, script: source}
+
+
 @dataclass(frozen=True)
 class Note:
     """A warning or refusal tied to a line of the user's file."""
