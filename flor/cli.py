@@ -37,6 +37,7 @@ from flor.store import Store, StoreSettings
 from flor.transform import instrument_project
 from flor.transform.project import ENTRY
 from flor.transform.report import ProjectInstrumented, SourceFile
+from flor.transform.sharding import sharded_state
 
 STARTED = time.perf_counter()  # flor run charges its own start-up to the run's budget
 
@@ -200,6 +201,7 @@ def run(
         script = module_script(module)
     original = read_script(script)
     source, project = instrumented_project(script, original, edge.reporter, module)
+    _refuse_sharded({script: original, **{f.path: f.original for f in project}})
     options = Options(
         mode="record",
         name=check_name(name),
@@ -213,6 +215,17 @@ def run(
         argv=(script, *args),
     )
     sys.exit(record_here(options, edge.store(), edge.reporter, STARTED))
+
+
+def _refuse_sharded(files: dict[str, str]) -> None:
+    for path, source in files.items():
+        where = sharded_state(source, path)
+        if where is not None:
+            raise FlorError(
+                "sharded",
+                f"{where}: state sharded across ranks (FSDP, torch.distributed.checkpoint) "
+                "cannot be recorded yet; run the script without flor",
+            )
 
 
 @cli.command(context_settings=dict(SCRIPT_SETTINGS))
@@ -252,6 +265,17 @@ def run(
 @click.option(
     "--plan", "show_plan", is_flag=True, help="Print what would run, and an estimate; run nothing."
 )
+@click.option(
+    "--rank",
+    type=click.IntRange(min=0),
+    help="Of a run recorded by several processes (torchrun): replay this rank's view in one "
+    "process (default 0).",
+)
+@click.option(
+    "--segment-from-env",
+    is_flag=True,
+    help="Under torchrun: each rank replays segment RANK+1 of WORLD_SIZE of a one-process run.",
+)
 @click.option("--replay-id", hidden=True)
 @click.argument("script", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -262,8 +286,10 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
 
     SCRIPT defaults to the recorded path and ARGS to the recorded arguments. Blocks
     whose code is unchanged are restored from checkpoints instead of re-run.
-    Inside a Slurm array job (or under torchrun), the segment comes from
-    SLURM_ARRAY_TASK_ID (or RANK and WORLD_SIZE) unless --segment is given.
+    Inside a Slurm array job, the segment comes from SLURM_ARRAY_TASK_ID unless
+    --segment is given. A run recorded under torchrun replays in one process (as
+    rank 0, or --rank R) when only its restored state is needed, or under
+    `torchrun --nproc_per_node N flor replay` with every rank in step.
     """
     from flor.replay import launch
 
@@ -500,6 +526,7 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
         ("run", f"{name}/{run.run_id}"),
         ("script", f"{s.get('script')}" + (f" (-m {run.meta.module})" if run.meta.module else "")),
         ("project", _project_line(run)),
+        ("ranks", _ranks_line(run)),
         ("argv", " ".join(s.get("argv", []))),
         ("started", _when(s.get("started"))),
         ("ended", _when(s.get("ended"))),
@@ -523,6 +550,18 @@ def _project_line(run: runs.RecordedRun) -> str:
         return "-"
     names = [f.path + (" (rewritten)" if f.rewritten else "") for f in run.project]
     return f"{len(names)} more files: {', '.join(names)}"
+
+
+def _ranks_line(run: runs.RecordedRun) -> str:
+    """The processes of a distributed run, and what each committed."""
+    if not run.others:
+        return "-"
+    journals = sorted((run, *run.others), key=lambda j: j.rank)
+    partial = sorted({g for j in journals for g in j.partial})
+    line = f"{len(journals)} processes (torchrun), a journal each"
+    if partial:
+        line += f"; iterations {ranges(partial)} committed by some ranks only (not replayed)"
+    return line
 
 
 def _cost_line(s: dict[str, Any], spent: float) -> str:

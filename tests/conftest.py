@@ -63,6 +63,13 @@ class Flor:
         """``python -m MODULE ARGS`` in the work dir."""
         return self._run(["-m", module, *args], True, {})
 
+    def torchrun(
+        self, *args: str, check: bool = True, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        """``torchrun --standalone --nproc_per_node 2 ARGS`` (gloo on CPU) in the work dir."""
+        launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+        return self._run([*launcher, *args], check, {"OMP_NUM_THREADS": "1", **env})
+
     def cli(self, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
         """``flor ARGS`` (the real command) in the work dir."""
         return self._run(["-m", "flor.cli", *args], check, env)

@@ -25,13 +25,18 @@ SCRIPT = "finetune_frozen.py"
     ],
 )  # fmt: skip
 def test_segment_from_scheduler_env(env: dict[str, str], segment: str, replay_id: str) -> None:
-    assigned = segment_from_env(env)
+    assigned = segment_from_env(env, ranks=True)
     assert assigned is not None
     assert (assigned.segment, assigned.replay_id) == (segment, replay_id)
 
 
 def test_no_scheduler_no_segment() -> None:
-    assert segment_from_env({"RANK": "1"}) is None  # RANK alone is not torchrun
+    assert segment_from_env({"RANK": "1"}, ranks=True) is None  # RANK alone is not torchrun
+
+
+def test_torchrun_ranks_are_segments_only_when_asked() -> None:
+    env = {"RANK": "1", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "abc"}
+    assert segment_from_env(env) is None  # a distributed job's ranks, not segments
 
 
 @pytest.mark.parametrize(
@@ -44,7 +49,7 @@ def test_no_scheduler_no_segment() -> None:
 )
 def test_bad_scheduler_env_is_a_user_error(env: dict[str, str]) -> None:
     with pytest.raises(FlorError):
-        segment_from_env(env)
+        segment_from_env(env, ranks=True)
 
 
 def record(f: Flor) -> None:
@@ -77,7 +82,10 @@ def test_slurm_array_tasks_each_replay_their_segment(flor_env: Flor) -> None:
 def test_output_of_an_incomplete_array_names_the_missing_segment(flor_env: Flor) -> None:
     f = flor_env
     record(f)
-    f.cli("replay", "--name", "ft", RANK="0", WORLD_SIZE="2", TORCHELASTIC_RUN_ID="r1")
+    f.cli(
+        "replay", "--name", "ft", "--segment-from-env",
+        RANK="0", WORLD_SIZE="2", TORCHELASTIC_RUN_ID="r1",
+    )  # fmt: skip
     out = f.cli("output", "ft", check=False)
     assert out.returncode == 2
     assert "replay torchrun-r1 lacks segment(s) 2 of 2" in out.stderr

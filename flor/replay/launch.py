@@ -22,10 +22,12 @@ from flor.replay.merge import merged_output
 from flor.replay.plan import DEAD, ECHO, check_segments
 from flor.replay.ray_backend import shipped_env
 from flor.replay.segments import segment_from_env
+from flor.replay.world import ReplayWorld, replay_world
 from flor.runs import layout
 from flor.runs.query import ranges
 from flor.runtime import import_hook
 from flor.runtime.execfile import read_script, run_as_main
+from flor.runtime.job import Job
 from flor.runtime.options import Options, check_name, parse_segment
 from flor.runtime.project_files import ProjectFiles, project_file
 from flor.runtime.reporter import Reporter
@@ -112,6 +114,8 @@ class ReplayRequest:
     verify: int = 0
     threads: str | None = None  # N, "auto", or None: the recorded count
     replay_id: str | None = None
+    rank: int | None = None  # of a run recorded by several processes, replayed in one
+    segment_from_env: bool = False  # torchrun's RANK/WORLD_SIZE name segments, not a job
     script: str | None = None
     args: tuple[str, ...] = ()
 
@@ -123,6 +127,7 @@ class Prepared:
     script: str
     argv: list[str]
     workers: int | None
+    world: ReplayWorld
     ray_address: str | None  # None: local workers; "local": a new local Ray instance
     ray_env: dict[str, str]  # what Ray tasks must see to reach the store
 
@@ -132,20 +137,16 @@ def prepare(
 ) -> Prepared:
     """Check ``request`` and build the replay's options; one-line errors for mistakes.
 
-    Inside a Slurm array job (or under torchrun) the segment comes from
-    ``environ`` unless the request names one.
+    Inside a Slurm array job (or under torchrun, with ``segment_from_env``) the
+    segment comes from ``environ`` unless the request names one. Under torchrun
+    otherwise, the ranks replay a run recorded by as many processes, in step.
     """
     _check_request(request)
     run = runs.load_run(store, check_name(request.name), request.run_id)
+    world, segment, replay_id = _where(request, run, reporter, environ)
     recorded_script = run.meta.script or ""
     script = request.script or recorded_script
     argv = list(request.args) if request.args or script != recorded_script else run.meta.argv[1:]
-    segment, replay_id = request.segment, request.replay_id
-    if not request.workers and not segment:
-        assigned = segment_from_env(environ)
-        if assigned is not None:
-            segment, replay_id = assigned.segment, replay_id or assigned.replay_id
-            reporter.say(f"replaying segment {segment} (from {assigned.source})")
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
     source, project = (
@@ -166,6 +167,8 @@ def prepare(
         original=original,
         project=project,
         replay_id=replay_id or layout.new_id(),
+        rank=request.rank,
+        segments_from_env=request.segment_from_env,
         verify=request.verify,
         threads=_threads(request.threads, request.workers or 1, os.cpu_count() or 1),
     )
@@ -179,9 +182,34 @@ def prepare(
         script,
         list(argv),
         request.workers,
+        world,
         ray if on_ray else None,
         shipped_env(environ) if on_ray else {},
     )
+
+
+def _where(
+    request: ReplayRequest, run: runs.RecordedRun, reporter: Reporter, environ: Mapping[str, str]
+) -> tuple[ReplayWorld, str | None, str | None]:
+    """The world this process replays in, its segment and the replay id, from the request
+    and what a scheduler or torchrun put in ``environ``."""
+    job = None if request.segment_from_env else Job.from_env(environ)
+    world = replay_world(run.meta, job, request.rank)
+    if world.in_step and request.workers:
+        raise FlorError(
+            "bad-option",
+            "--workers: under torchrun the ranks replay together; give each torchrun its "
+            "--segment I/N instead",
+        )
+    segment, replay_id = request.segment, request.replay_id
+    if not request.workers and not segment:
+        assigned = segment_from_env(environ, ranks=request.segment_from_env)
+        if assigned is not None:
+            segment, replay_id = assigned.segment, replay_id or assigned.replay_id
+            reporter.say(f"replaying segment {segment} (from {assigned.source})")
+    if job is not None and replay_id is None:
+        replay_id = job.agree("replay", layout.new_id())  # every rank's output under one id
+    return world, segment, replay_id
 
 
 def _threads(spec: str | None, workers: int, cores: int) -> int | None:
@@ -260,6 +288,7 @@ def replay_in_parallel(
         extra = ["--iterations", options.iterations] if options.iterations else []
         extra += ["--verify", str(options.verify)] if options.verify else []
         extra += ["--threads", str(options.threads)] if options.threads else []
+        extra += ["--rank", str(options.rank)] if options.rank is not None else []
         where = os.path.basename(prepared.script) if on_ray else prepared.script  # Ray: shipped
         return [
             *("--store", store_url),
@@ -306,7 +335,11 @@ def estimate(prepared: Prepared) -> list[str]:
     slowest = 0.0
     for index, n in segments:
         decided = plan_replay(
-            run, options.source or "", options.script or "", replace(options, segment=(index, n))
+            runs.as_rank(run, prepared.world.rank),
+            options.source or "",
+            options.script or "",
+            replace(options, segment=(index, n)),
+            prepared.world.in_step,
         )
         probed = ", ".join(sorted(decided.probed)) or "none"
         lines.append(

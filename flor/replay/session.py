@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from flor import runs
 from flor.errors import CorruptCheckpoint, FlorError
+from flor.replay import standin
 from flor.replay.loader import CheckpointLoader
 from flor.replay.plan import (
     DEAD,
@@ -29,10 +31,12 @@ from flor.replay.plan import (
 from flor.replay.tally import ReplayTally
 from flor.replay.triggers import Needed, needed_iterations
 from flor.replay.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
+from flor.replay.world import needs_world, replay_world
 from flor.runs import layout
 from flor.runs.records import CheckpointEntry, SegmentResult
 from flor.runtime.conditions import Lookup, lookup_in, no_lookup
 from flor.runtime.execfile import read_script
+from flor.runtime.job import Job
 from flor.runtime.options import Options
 from flor.runtime.reporter import Reporter
 from flor.runtime.scope import bind, same, unbound
@@ -61,11 +65,15 @@ class ReplayPlan:
     needed: Needed | None = None  # a sparse replay: the iterations it runs
 
 
-def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Options) -> ReplayPlan:
+def plan_replay(
+    run: runs.RecordedRun, source: str, script: str, options: Options, in_step: bool = False
+) -> ReplayPlan:
     """Plan a replay of ``run`` with the edited ``source``; one-line errors for what cannot be.
 
     A sparse plan's conditions may read names the loop never assigns, known once the loop
-    starts: ``replan`` then plans its iterations again with them."""
+    starts: ``replan`` then plans its iterations again with them. ``in_step``: the ranks
+    of a job replay together, so the plan must not depend on a rank's own values (it is
+    dense)."""
     recorded_files = project_sources(run.project, script, run.source)
     edited_files = project_sources(options.project, script, source)
     changes = compare(run.source, source, script, recorded_files, edited_files)
@@ -96,7 +104,7 @@ def plan_replay(run: runs.RecordedRun, source: str, script: str, options: Option
     if options.iterations:
         live &= parse_iterations(options.iterations, total)
     hindsight = None
-    if len(run.loops) <= 1:
+    if len(run.loops) <= 1 and not in_step:
         hindsight = analyze_project(recorded_files, edited_files, script)
     plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, no_lookup)
     return ReplayPlan(
@@ -142,10 +150,20 @@ def _iterations(
 class Replayer(Session):
     def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
         super().__init__(options, store, reporter)
-        self.run = runs.load_run(self.store, options.name, options.run_id)
+        recorded = runs.load_run(self.store, options.name, options.run_id)
+        job = None if options.segments_from_env else Job.from_env(os.environ)
+        self.world = replay_world(recorded.meta, job, options.rank)
+        self.run = runs.as_rank(recorded, self.world.rank)
+        if self.world.standin:
+            standin.install(self.world, self._refuse_collective)
+        elif self.world.in_step and self.world.rank == 0:
+            reporter.say(
+                f"replaying the {self.world.world_size} ranks in step: every iteration of "
+                "the segment runs on each"
+            )
         self.script = options.script or self.run.meta.script or ""
         self.source = options.source if options.source is not None else read_script(self.script)
-        decided = plan_replay(self.run, self.source, self.script, options)
+        decided = plan_replay(self.run, self.source, self.script, options, self.world.in_step)
         if decided.lacking:
             first = min(decided.lacking)
             self.warn_once(
@@ -182,7 +200,31 @@ class Replayer(Session):
         self.verify_at = decided.verify
         self.loader = CheckpointLoader(self.store, self._expected_reads() if final else [])
         if final:
+            if self.world.standin:
+                self._check_restores_only(decided)
             self._say_how(decided)
+
+    def _check_restores_only(self, decided: ReplayPlan) -> None:
+        """A stand-in replays exactly only what it restores: refuse, before anything runs,
+        a plan in which some block re-executes."""
+        for g, action in enumerate(decided.plan.actions):
+            if action in (DEAD, ECHO) or g in decided.plan.entries:
+                continue
+            if decided.probed:
+                self._refuse_execution(g, f"the edit changes block {sorted(decided.probed)[0]!r}")
+            if g not in decided.usable or g in decided.verify:
+                self._refuse_execution(g, "it has no checkpoint")
+
+    def _refuse_execution(self, g: int, why: str) -> NoReturn:
+        raise needs_world(self.world, self.run.name, f"iteration {g} re-executes its step ({why})")
+
+    def _refuse_collective(self, name: str) -> NoReturn:
+        where = f" in iteration {self.iteration}" if self.iteration is not None else ""
+        raise needs_world(
+            self.world,
+            self.run.name,
+            f"the script calls torch.distributed.{name}{where} outside the restored blocks",
+        )
 
     def _say_how(self, decided: ReplayPlan) -> None:
         """Once: why a replay runs every iteration where a sparse one was expected."""
@@ -313,6 +355,8 @@ class Replayer(Session):
             )
         forced = probed or name in self.probed or g in self.verify_at
         if entry is None or (not must_restore and forced) or not self._load(g, name, entry):
+            if self.world.standin:
+                self._refuse_execution(g, f"block {name!r} cannot be restored")
             self.tally.block(name, executed=True)
             self._checking = recorded  # the state it ends in must be the recorded one
             return True

@@ -7,6 +7,7 @@
 
 from flor.runs.catalogue import (
     RecordedRun,
+    as_rank,
     checkpoints,
     list_experiments,
     list_runs,
@@ -19,6 +20,7 @@ from flor.runs.layout import blob_key, get_json, new_id, open_store, put_json, r
 
 __all__ = [
     "RecordedRun",
+    "as_rank",
     "blob_key",
     "checkpoints",
     "get_json",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flor.errors import FlorError
@@ -14,6 +14,7 @@ from flor.runs.layout import (
     original_key,
     project_file_key,
     project_key,
+    rank_prefix,
     replay_folder,
     run_prefix,
     source_key,
@@ -48,10 +49,13 @@ class RecordedRun:
     scalars: dict[int, Any] = field(default_factory=dict)  # iteration -> its loop_scalars
     scalar_firsts: set[int] = field(default_factory=set)  # each entry's first (whole) one
     project: tuple[ProjectFile, ...] = ()  # the other project files the script imported
+    partial: dict[int, Commit] = field(default_factory=dict)  # committed by some ranks only
+    rank: int = 0  # of a distributed run: whose journal this is
+    others: tuple[RecordedRun, ...] = ()  # and the other ranks' journals
 
     @property
     def prefix(self) -> str:
-        return run_prefix(self.name, self.run_id)
+        return rank_prefix(run_prefix(self.name, self.run_id), self.rank)
 
     @property
     def iterations(self) -> int:
@@ -80,8 +84,12 @@ def checkpoints(run: RecordedRun) -> list[CheckpointEntry]:
 
 
 def referenced_blobs(run: RecordedRun) -> dict[str, int]:
-    """The tensor blobs (sha256 -> bytes) the run's checkpoints point at."""
-    return {sha: n for ckpt in checkpoints(run) for sha, n in ckpt.blobs.items()}
+    """The tensor blobs (sha256 -> bytes) the run's checkpoints point at: every rank's,
+    those only some ranks committed too (the others may still be writing theirs)."""
+    commits = [c for j in (run, *run.others) for c in (*j.commits.values(), *j.partial.values())]
+    return {
+        sha: n for c in commits for entry in c.blocks.values() for sha, n in entry.blobs.items()
+    }
 
 
 def recorded_original(store: Store, run: RecordedRun) -> str:
@@ -109,8 +117,13 @@ def _project(store: Store, prefix: str, name: str, run_id: str) -> tuple[Project
         raise FlorError("bad-run", f"run {name}/{run_id} is damaged: project file {e}") from None
 
 
-def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
-    """Read run ``run_id`` of ``name`` (default: the latest); one-line errors if missing."""
+def load_run(store: Store, name: str, run_id: str | None = None, rank: int = 0) -> RecordedRun:
+    """Read run ``run_id`` of ``name`` (default: the latest); one-line errors if missing.
+
+    A run of several processes is read from rank ``rank``'s journal, beside the other
+    ranks' (``others``), and only the iterations every rank committed count as
+    committed: a restore must be consistent across ranks (a rank killed mid-run
+    committed fewer)."""
     runs = list_runs(store, name)
     if not runs:
         raise FlorError("no-run", f"no recorded run named {name!r} in {store.url}")
@@ -118,13 +131,38 @@ def load_run(store: Store, name: str, run_id: str | None = None) -> RecordedRun:
         run_id = runs[-1]
     elif run_id not in runs:
         raise FlorError("no-run", f"run {name}/{run_id} not found (runs: {', '.join(runs)})")
-    prefix = run_prefix(name, run_id)
+    first = _load_journal(store, name, run_id, 0)
+    world = first.meta.world_size
+    if not 0 <= rank < world:
+        raise FlorError(
+            "bad-rank", f"run {name}/{run_id} has rank(s) 0..{world - 1}; there is no rank {rank}"
+        )
+    journals = [first, *(_load_journal(store, name, run_id, r) for r in range(1, world))]
+    everywhere = set.intersection(*(set(j.commits) for j in journals))
+    for j in journals:
+        j.partial = {g: c for g, c in j.commits.items() if g not in everywhere}
+        j.commits = {g: c for g, c in j.commits.items() if g in everywhere}
+    first.others = tuple(journals[1:])
+    return as_rank(first, rank)
+
+
+def as_rank(run: RecordedRun, rank: int) -> RecordedRun:
+    """Rank ``rank``'s journal of ``run``, beside the other ranks'."""
+    journals = sorted((run, *run.others), key=lambda j: j.rank)
+    chosen = journals[rank]
+    return replace(chosen, others=tuple(j for j in journals if j is not chosen))
+
+
+def _load_journal(store: Store, name: str, run_id: str, rank: int) -> RecordedRun:
+    prefix = rank_prefix(run_prefix(name, run_id), rank)
     try:
         meta = RunMeta.from_json(get_json(store, meta_key(prefix)))
         source = store.get(source_key(prefix)).decode()
     except (KeyError, ValueError) as e:
-        raise FlorError("bad-run", f"run {name}/{run_id} is damaged: {e}") from None
-    run = RecordedRun(name, run_id, meta, source, project=_project(store, prefix, name, run_id))
+        whose = f" (rank {rank})" if rank else ""
+        raise FlorError("bad-run", f"run {name}/{run_id}{whose} is damaged: {e}") from None
+    project = _project(store, prefix, name, run_id)
+    run = RecordedRun(name, run_id, meta, source, project=project, rank=rank)
     for key in store.keys(journal_folder(prefix)):
         try:
             data = get_json(store, key)

@@ -11,6 +11,8 @@
     NAME/RUN_ID/journal/loop-N.json      end of the N-th flor.it loop
     NAME/RUN_ID/logs/SEQ.jsonl           flor.log values while recording
     NAME/RUN_ID/replays/REPLAY_ID/...    what replays produced; never touches the above
+    NAME/RUN_ID/ranks/R/...              rank R's own journal, for a job of several
+                                         processes (rank 0's is the run's own: the above)
     .blobs/AB/ABCDEF...                  tensor bytes under their SHA-256, shared by all runs
 
 A checkpoint exists for replay only once its journal entry does (semantic 8).
@@ -38,6 +40,15 @@ def new_id() -> str:
 
 def run_prefix(name: str, run_id: str) -> str:
     return f"{name}/{run_id}"
+
+
+def rank_prefix(prefix: str, rank: int) -> str:
+    """Where rank ``rank`` of a distributed run keeps its journal."""
+    return prefix if rank == 0 else f"{ranks_folder(prefix)}/{rank}"
+
+
+def ranks_folder(prefix: str) -> str:
+    return f"{prefix}/ranks"
 
 
 def meta_key(prefix: str) -> str:

@@ -78,6 +78,8 @@ class RunMeta(_Record):
     exit_status: int | None = None
     instrumented: bool = False  # `flor run` rewrote the script; original.py holds the user's
     module: str | None = None  # run as `python -m MODULE` (script is its file)
+    rank: int = 0  # of a distributed job: this journal's rank, of world_size processes
+    world_size: int = 1
     git_commit: str | None = None
     numerics: Mapping[str, Any] = field(default_factory=dict)
     iterations: int = 0
@@ -92,7 +94,15 @@ class RunMeta(_Record):
     stall_seconds: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
     _newer = frozenset(
-        {"storage_budget", "thinned", "setup_seconds", "bookkeeping_seconds", "module"}
+        {
+            "storage_budget",
+            "thinned",
+            "setup_seconds",
+            "bookkeeping_seconds",
+            "module",
+            "rank",
+            "world_size",
+        }
     )
 
     @classmethod

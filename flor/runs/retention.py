@@ -63,10 +63,12 @@ def collect(
             if not chosen(run):
                 kept.update(blobs)
                 continue
-            sizes = store.sizes(layout.ckpt_folder(run.prefix) if checkpoints_only else run.prefix)
-            if sizes:
-                found.keys[run.prefix] = sorted(sizes)
-                found.nbytes += sum(sizes.values())
+            for journal in (run, *run.others) if checkpoints_only else (run,):
+                prefix = layout.ckpt_folder(journal.prefix) if checkpoints_only else run.prefix
+                sizes = store.sizes(prefix)  # a run's prefix holds its other ranks' journals
+                if sizes:
+                    found.keys[journal.prefix] = sorted(sizes)
+                    found.nbytes += sum(sizes.values())
             dropped.update(blobs)
     found.blobs = sorted(set(dropped) - kept)
     found.nbytes += sum(dropped[sha] for sha in found.blobs)

@@ -57,6 +57,8 @@ class Options:
     original: str | None = None  # the user's unmodified script, when flor rewrote it
     argv: tuple[str, ...] | None = None  # the script's argv, when sys.argv is flor's own
     project: tuple[ProjectFile, ...] = ()  # the project files the script imports, as they run
+    rank: int | None = None  # replay: which rank of a distributed run (--rank)
+    segments_from_env: bool = False  # replay: torchrun's RANK/WORLD_SIZE name segments
 
 
 def parse_segment(text: str) -> tuple[int, int]:

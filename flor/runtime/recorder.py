@@ -5,6 +5,14 @@ The recorder decides; the pieces do: ``IterationClock`` keeps time,
 checkpoint, ``BackgroundWriter`` writes it off the training thread,
 ``RunJournal`` commits it and ``Thinning`` says which to delete again when
 the checkpoints outgrow the storage budget.
+
+Under torchrun every rank records: one run id, agreed through the launcher's
+store (``Job``), and a journal per rank. Rank 0's policy decides which
+iterations are checkpointed and the others follow it, so every rank holds a
+checkpoint of the same iterations and a restore is consistent. State the ranks
+share (a DDP model, its optimizer) has the same bytes on every rank, so its
+tensor blobs are stored once; what is each rank's own (RNG streams, the
+sampler's position, rank-local values) is in its own checkpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpointer import Checkpointer, Written
 from flor.runtime.clock import IterationClock
 from flor.runtime.conditions import Lookahead, lookup_frame
+from flor.runtime.job import Job
 from flor.runtime.journal import RunJournal
 from flor.runtime.loop_scalars import LoopScalars
 from flor.runtime.options import Options
@@ -31,7 +40,7 @@ from flor.runtime.reporter import Reporter
 from flor.runtime.session import Frame, Session, as_iterator, numeric_environment
 from flor.runtime.state import Unrestorable
 from flor.runtime.stdout_capture import TaggedStream
-from flor.runtime.thinning import Piece, Thinning
+from flor.runtime.thinning import Dropped, Piece, Thinning
 from flor.runtime.writer import BackgroundWriter
 from flor.store import Store
 
@@ -48,8 +57,11 @@ class Recorder(Session):
         """``lookahead``: the loop's own periodic tests, where checkpoints are preferred;
         ``watched``: the names the loop may rebind (None: any), whose counters are noted."""
         super().__init__(options, store, reporter)
-        self.run_id = layout.new_id()
-        self.prefix = layout.run_prefix(options.name, self.run_id)
+        self.job = Job.from_env(os.environ)
+        proposed = layout.new_id()
+        self.run_id = self.job.agree("run", proposed) if self.job else proposed
+        self.rank = self.job.rank if self.job else 0
+        self.prefix = layout.rank_prefix(layout.run_prefix(options.name, self.run_id), self.rank)
         self.lookahead = lookahead
         self.policy = CheckpointPolicy(options.epsilon, periodic=lookahead is not None)
         self.writer = BackgroundWriter(self.policy.charge, reporter.warn)
@@ -85,6 +97,8 @@ class Recorder(Session):
             storage_budget=self.options.storage.text,
             instrumented=self.options.original is not None,
             module=self.options.module,
+            rank=self.rank,
+            world_size=self.job.world_size if self.job else 1,
             git_commit=_git_commit(self.options.script),
         )
 
@@ -166,7 +180,7 @@ class Recorder(Session):
             Piece(w.entry.key, w.entry.bytes, dict(w.entry.blobs), w.created) for w in written
         ]
         self.thinning.add(g, pieces, preferred)
-        for dropped in self.thinning.excess(self.clock.compute):
+        for dropped in self._excess():
             try:
                 retention.drop_checkpoint(
                     self.store, self.prefix, dropped.iteration, dropped.keys, dropped.blobs
@@ -180,6 +194,20 @@ class Recorder(Session):
                 f"({self.options.storage.text}): flor keeps only the latest; raise it with "
                 "--storage (FLOR_STORAGE)",
             )
+
+    def _excess(self) -> list[Dropped]:
+        """What to thin now: what the budget cannot keep, or in a job what rank 0 thinned
+        (so that every rank keeps the same iterations)."""
+        job = self.job
+        if job is None:
+            return self.thinning.excess(self.clock.compute)
+        if job.rank > 0:
+            told = job.peek("thinned") or ""
+            return self.thinning.follow(int(g) for g in told.split(",") if g)
+        dropped = self.thinning.excess(self.clock.compute)
+        for d in dropped:
+            job.append("thinned", f"{d.iteration},")
+        return dropped
 
     def _end_loop(self, loop: int, first: int, status: str) -> None:
         timings, block_timings = self.clock.take()
@@ -217,13 +245,28 @@ class Recorder(Session):
         self.stdout.bucket = str(g)
         start = time.perf_counter()
         compute = self.clock.end_block(g)
-        if self._checkpointing is None and not self._unrestorable:
-            self._checkpointing = self.policy.decide(compute, g, self._next_is_periodic(g, frame))
+        if self._checkpointing is None:
+            self._checkpointing = self._decide(compute, g, frame)
         stall = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
         own = time.perf_counter() - start
         self.clock.stalled(own)
         self.bookkeeping += own - stall  # the checkpoint's stall is charged to it
         return (*objs, *named.values())
+
+    def _decide(self, compute: float, g: int, frame: Frame) -> Decision:
+        """Whether iteration ``g`` is checkpointed: the policy's call, rank 0's in a job."""
+        job = self.job
+        if job is not None and job.rank > 0:
+            decided = Decision(int(job.wait(f"checkpoint/{g}")))
+            return Decision.SKIP if self._unrestorable else decided
+        decision = (
+            Decision.SKIP
+            if self._unrestorable
+            else self.policy.decide(compute, g, self._next_is_periodic(g, frame))
+        )
+        if job is not None:
+            job.publish(f"checkpoint/{g}", str(int(decision)))
+        return decision
 
     def _next_is_periodic(self, g: int, frame: Frame) -> Callable[[], bool] | None:
         ahead = self.lookahead
@@ -296,8 +339,9 @@ class Recorder(Session):
             if thinned
             else f"{self.policy.taken} checkpoints"
         )
+        who = f" (rank {self.rank} of {self.job.world_size})" if self.job else ""
         self.reporter.say(
-            f"recorded {self.options.name}/{self.run_id}: {self.next_iteration} iterations, "
+            f"recorded {self.options.name}/{self.run_id}{who}: {self.next_iteration} iterations, "
             f"{kept} ({logical / 1e6:.1f} MB, {stored / 1e6:.1f} MB stored), "
             f"overhead {overhead:.2%} ({self.meta.overhead_parts()})"
         )

@@ -205,6 +205,8 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
             return loader_position.capture(obj)
         except ValueError as e:
             raise Unrestorable(str(e)) from None
+    if type(obj).__module__.startswith("torch.distributed.fsdp"):
+        raise Unrestorable(f"a {type(obj).__name__}, whose state is sharded across ranks")
     if _stateful(obj):
         node = {"k": "sd", "v": clone_tree(obj.state_dict(), snap), "flags": _flags(obj)}
         if isinstance(obj, torch.nn.Module):  # hindsight logs read gradients: a full run has them
@@ -238,7 +240,15 @@ def _module_attrs(module: torch.nn.Module) -> dict[str, Any]:
     """What a module holds besides parameters, buffers and submodules: an optimizer built
     in ``__init__`` (``self.optimizer``), a rollout list (``self.data``), counters. Its
     ``state_dict`` leaves them out; a full run has them."""
+    if _is_ddp(module):
+        return {}
     return {k: v for k, v in vars(module).items() if k not in _MODULE_INTERNALS}
+
+
+def _is_ddp(module: torch.nn.Module) -> bool:
+    """A DDP wrapper's own attributes are its reducer, logger and process group: built by
+    its constructor, in this process, never restored (its wrapped module's are)."""
+    return isinstance(module, torch.nn.parallel.DistributedDataParallel)
 
 
 def _flags(obj: Any) -> dict[str, Any]:
@@ -316,7 +326,8 @@ def _restore_stateful(cur: Any, node: dict[str, Any], done: dict[int, Any], path
     if "attrs" in node and isinstance(cur, torch.nn.Module):
         for i, (module, attrs) in enumerate(zip(cur.modules(), node["attrs"])):
             where = path if i == 0 else f"{path}.<submodule {i}>"
-            _restore_attrs(vars(module), attrs, done, where, _MODULE_INTERNALS)
+            if not _is_ddp(module):
+                _restore_attrs(vars(module), attrs, done, where, _MODULE_INTERNALS)
     return cur
 
 

@@ -95,6 +95,10 @@ class Thinning:
             dropped.append(self._drop(victim))
         return dropped
 
+    def follow(self, iterations: Iterable[int]) -> list[Dropped]:
+        """Drop what another rank's thinning dropped (a job thins as its rank 0 does)."""
+        return [self._drop(self._kept[g]) for g in sorted(iterations) if g in self._kept]
+
     def _drop(self, kept: _Kept) -> Dropped:
         del self._kept[kept.iteration]
         self.thinned += 1

@@ -1,0 +1,102 @@
+"""Which distributed job this process is one rank of, and agreeing with the other ranks.
+
+Under torchrun (and launchers built on it: accelerate, ``python -m
+torch.distributed.run``) every rank sees ``RANK``, ``WORLD_SIZE`` and the
+launcher's key-value store at ``MASTER_ADDR:MASTER_PORT``
+(``TORCHELASTIC_USE_AGENT_STORE``). flor talks to that store, never to the
+script's process group: it agrees before the script has created one, and its
+messages cannot get in the way of the script's collectives.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flor.errors import FlorError
+
+# How long a rank waits for rank 0 (which may be busy checkpointing, or slower).
+WAIT = datetime.timedelta(minutes=30)
+
+
+@dataclass
+class Job:
+    """This process's place in a job of ``world_size`` processes."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    restart: int  # torchrun's restart count: a restarted job is a new run
+    host: str
+    port: int
+    _store: Any = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # writer thread too
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Job | None:
+        """The job ``environ`` describes; None for a single process (world size 1)."""
+        if "RANK" not in environ or "WORLD_SIZE" not in environ:
+            return None
+        rank, world = env_int(environ, "RANK"), env_int(environ, "WORLD_SIZE")
+        if world <= 1:
+            return None
+        if not 0 <= rank < world:
+            raise FlorError("bad-env", f"RANK={rank} is outside 0..{world - 1} (WORLD_SIZE)")
+        if environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+            raise FlorError(
+                "no-launcher",
+                f"RANK and WORLD_SIZE are set ({rank} of {world}) but not by torchrun: flor "
+                "records and replays distributed jobs launched with torchrun",
+            )
+        return cls(
+            rank,
+            world,
+            env_int(environ, "LOCAL_RANK", rank),
+            env_int(environ, "TORCHELASTIC_RESTART_COUNT", 0),
+            environ.get("MASTER_ADDR", "localhost"),
+            env_int(environ, "MASTER_PORT"),
+        )
+
+    def _call(self, method: str, key: str, *args: Any) -> Any:
+        with self._lock:
+            if self._store is None:
+                from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+                self._store = TCPStore(self.host, self.port, is_master=False, timeout=WAIT)
+            full = f"flor/{self.restart}/{key}"
+            return getattr(self._store, method)([full] if method == "check" else full, *args)
+
+    def agree(self, key: str, proposal: str) -> str:
+        """One value for ``key`` on every rank: the first rank's ``proposal``."""
+        value: bytes = self._call("compare_set", key, "", proposal)
+        return value.decode()
+
+    def publish(self, key: str, value: str) -> None:
+        self._call("set", key, value)
+
+    def append(self, key: str, value: str) -> None:
+        self._call("append", key, value)
+
+    def peek(self, key: str) -> str | None:
+        """What is under ``key`` now; None if nothing yet (without waiting)."""
+        if not self._call("check", key):
+            return None
+        return self.wait(key)
+
+    def wait(self, key: str) -> str:
+        """What a rank published under ``key`` (waiting until it has)."""
+        value: bytes = self._call("get", key)
+        return value.decode()
+
+
+def env_int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
+    text = environ.get(name)
+    if text is None and default is not None:
+        return default
+    try:
+        return int(text or "")
+    except ValueError:
+        raise FlorError("bad-env", f"{name}={text!r} is not a whole number") from None

@@ -1,0 +1,184 @@
+"""torchrun jobs: recorded as one run, replayed in one process or with every rank in step.
+
+Ground truth is the edited script run in full under torchrun (2 processes, gloo, CPU):
+rank 0 prints, so its stdout is what the user sees.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import Flor
+
+from flor.errors import FlorError
+from flor.replay.world import replay_world
+from flor.runs.records import RunMeta
+from flor.runtime.job import Job
+from flor.transform.sharding import sharded_state
+
+SCRIPT = "ddp_train.py"
+TORCHRUN = {"TORCHELASTIC_USE_AGENT_STORE": "True", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+
+
+# -- which job, which world ------------------------------------------------------------
+def test_a_job_is_what_torchrun_describes() -> None:
+    job = Job.from_env({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", **TORCHRUN})
+    assert job is not None and (job.rank, job.world_size, job.port) == (1, 2, 1)
+    assert Job.from_env({}) is None
+    assert Job.from_env({"RANK": "0", "WORLD_SIZE": "1", **TORCHRUN}) is None  # one process
+    with pytest.raises(FlorError, match="not by torchrun"):
+        Job.from_env({"RANK": "0", "WORLD_SIZE": "2"})
+    with pytest.raises(FlorError, match="outside 0..1"):
+        Job.from_env({"RANK": "2", "WORLD_SIZE": "2", **TORCHRUN})
+
+
+def test_the_replay_world_follows_the_record() -> None:
+    single, double = RunMeta(name="n", run_id="r"), RunMeta(name="n", run_id="r", world_size=2)
+    job = Job.from_env({"RANK": "1", "WORLD_SIZE": "2", **TORCHRUN})
+    assert replay_world(single, None, None).world_size == 1
+    alone = replay_world(double, None, 1)
+    assert (alone.rank, alone.standin, alone.in_step) == (1, True, False)
+    together = replay_world(double, job, None)
+    assert (together.rank, together.standin, together.in_step) == (1, False, True)
+    with pytest.raises(FlorError, match="--segment-from-env"):
+        replay_world(single, job, None)  # a one-process run under torchrun: ask for segments
+    with pytest.raises(FlorError, match="no rank 2"):
+        replay_world(double, None, 2)
+    three = Job.from_env({"RANK": "0", "WORLD_SIZE": "3", **TORCHRUN})
+    with pytest.raises(FlorError, match="--nproc_per_node 2"):
+        replay_world(double, three, None)
+
+
+def test_sharded_training_is_found() -> None:
+    fsdp = "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+    assert sharded_state(fsdp, "t.py") == "t.py:1: torch.distributed.fsdp"
+    assert sharded_state("import torch.distributed.checkpoint as dcp\n", "t.py") is not None
+    assert sharded_state("m = fully_shard(m)\n", "t.py") == "t.py:1: fully_shard"
+    assert sharded_state("from torch.nn.parallel import DistributedDataParallel\n", "t.py") is None
+
+
+# -- end to end, under torchrun ----------------------------------------------------------
+@dataclass
+class Recorded:
+    f: Flor
+    record: str  # what the recording printed (rank 0)
+    outside: str  # a full run of the script edited outside the block
+    inside: str  # and inside it
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """One torchrun recording (a checkpoint every epoch), and the edited scripts' full runs."""
+    root = tmp_path_factory.mktemp("ddp")
+    (root / "work").mkdir()
+    f = Flor(root / "home", root / "work")
+    script = f"distributed/{SCRIPT}"
+    f.copy(script, as_name=SCRIPT)
+    record = f.torchrun("-m", "flor.cli", "run", "--name", "ddp", SCRIPT, FLOR_EPSILON="1e9")
+    truths = {}
+    for kind in ("outside", "inside"):
+        truths[kind] = f.torchrun(str(f.copy(script, kind, as_name=f"{kind}.py"))).stdout
+    return Recorded(f, record.stdout, truths["outside"], truths["inside"])
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("torchrun")
+def test_a_torchrun_job_is_one_run_with_a_journal_per_rank(recorded: Recorded) -> None:
+    f = recorded.f
+    assert recorded.record.count("epoch 5 loss") == 1  # rank 0 printed, once
+    rows = [line for line in f.cli("ls").stdout.splitlines() if line.startswith("ddp ")]
+    assert len(rows) == 1
+    assert "2 processes (torchrun)" in f.cli("show", "ddp").stdout
+    run = f.latest_run("ddp")
+    metas = [json.loads((p / "run.json").read_text()) for p in (run, run / "ranks" / "1")]
+    assert [(m.get("rank", 0), m["world_size"]) for m in metas] == [(0, 2), (1, 2)]
+    commits = [
+        sorted(p.name for p in (j / "journal").glob("0*.json")) for j in (run, run / "ranks" / "1")
+    ]
+    assert commits[0] == commits[1] and len(commits[0]) == 6  # the same iterations, all of them
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("torchrun")
+def test_an_outside_edit_replays_in_one_process_as_rank_0(recorded: Recorded) -> None:
+    f = recorded.f
+    f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
+    out, backwards = f.counting_backwards("standin", ("replay", "--name", "ddp"))
+    assert out.stdout == recorded.outside
+    assert backwards == 0  # every epoch restored: no training step ran
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("torchrun")
+def test_an_inside_edit_needs_every_rank_and_replays_in_step(recorded: Recorded) -> None:
+    f = recorded.f
+    f.copy(f"distributed/{SCRIPT}", "inside", as_name=SCRIPT)
+    alone = f.cli("replay", "--name", "ddp", check=False)
+    assert alone.returncode == 2 and alone.stdout == ""
+    assert (
+        alone.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "needs all 2 processes of the recorded job: replay under torchrun --nproc_per_node 2 "
+            "$(which flor) replay --name ddp"
+        )
+    )
+    together = f.torchrun("-m", "flor.cli", "replay", "--name", "ddp")
+    assert together.stdout == recorded.inside
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("torchrun")
+def test_segments_under_torchrun_partition_the_iterations(recorded: Recorded) -> None:
+    f = recorded.f
+    f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
+    parts = [
+        f.torchrun("-m", "flor.cli", "replay", "--name", "ddp", "--segment", f"{i}/2").stdout
+        for i in (1, 2)
+    ]
+    assert "epoch 2 loss" in parts[0] and "epoch 3 loss" in parts[1]
+    assert "".join(parts) == recorded.outside
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("torchrun")
+def test_a_killed_rank_leaves_a_run_replayable_to_what_every_rank_committed(
+    recorded: Recorded, flor_env: Flor
+) -> None:
+    f = flor_env
+    f.copy(f"distributed/{SCRIPT}", as_name=SCRIPT)
+    killed = f.torchrun(
+        "-m", "flor.cli", "run", "--name", "ddp", SCRIPT,
+        check=False, FLOR_EPSILON="1e9", KILL_RANK="1",
+    )  # fmt: skip
+    assert killed.returncode != 0
+    run = f.latest_run("ddp")
+    committed = [
+        {int(p.stem) for p in (j / "journal").glob("0*.json")} for j in (run, run / "ranks" / "1")
+    ]
+    everywhere = max(committed[0] & committed[1])
+    assert 1 <= everywhere <= 2  # rank 1 died at the start of epoch 3
+    f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
+    out = f.cli("replay", "--name", "ddp", "--iterations", f"0-{everywhere}")
+    epochs = recorded.outside.splitlines(keepends=True)[: 2 * (everywhere + 1)]
+    assert out.stdout == "".join(epochs)  # two lines per epoch
+
+
+@pytest.mark.slow
+def test_sharded_training_is_refused_in_one_line(flor_env: Flor, tmp_path: Path) -> None:
+    f = flor_env
+    script = f.work / "fsdp.py"
+    script.write_text(
+        "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel\n"
+        "for step in range(3):\n    print(step)\n"
+    )
+    out = f.cli("run", "--name", "fsdp", "fsdp.py", check=False)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines()[-1] == (
+        "flor: error: fsdp.py:2: torch.distributed.fsdp: state sharded across ranks (FSDP, "
+        "torch.distributed.checkpoint) cannot be recorded yet; run the script without flor"
+    )
+    assert not (f.home / "fsdp").exists()
