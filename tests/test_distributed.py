@@ -69,7 +69,7 @@ class Recorded:
     inside: str  # and inside it
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not module: xdist may run other modules' tests in between
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     """One torchrun recording (a checkpoint every epoch), and the edited scripts' full runs."""
     root = tmp_path_factory.mktemp("ddp")
