@@ -200,8 +200,8 @@ def run(
     if module is not None:
         script = module_script(module)
     original = read_script(script)
-    source, project = instrumented_project(script, original, edge.reporter, module)
-    _refuse_sharded({script: original, **{f.path: f.original for f in project}})
+    rewritten = instrumented_project(script, original, edge.reporter, module)
+    _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
     options = Options(
         mode="record",
         name=check_name(name),
@@ -209,9 +209,10 @@ def run(
         storage=budget,
         script=os.path.abspath(script),
         module=module,
-        source=source,
+        source=rewritten.source,
         original=original,
-        project=project,
+        project=rewritten.project,
+        spawned=rewritten.spawned,
         argv=(script, *args),
     )
     sys.exit(record_here(options, edge.store(), edge.reporter, STARTED))
@@ -558,7 +559,7 @@ def _ranks_line(run: runs.RecordedRun) -> str:
         return "-"
     journals = sorted((run, *run.others), key=lambda j: j.rank)
     partial = sorted({g for j in journals for g in j.partial})
-    line = f"{len(journals)} processes (torchrun), a journal each"
+    line = f"{len(journals)} processes ({run.meta.launcher or 'torchrun'}), a journal each"
     if partial:
         line += f"; iterations {ranges(partial)} committed by some ranks only (not replayed)"
     return line

@@ -182,3 +182,17 @@ def test_sharded_training_is_refused_in_one_line(flor_env: Flor, tmp_path: Path)
         "torch.distributed.checkpoint) cannot be recorded yet; run the script without flor"
     )
     assert not (f.home / "fsdp").exists()
+
+
+@pytest.mark.slow
+def test_an_mp_spawn_script_records_its_ranks_and_replays_them(flor_env: Flor) -> None:
+    f = flor_env
+    script = "distributed/spawn_train.py"
+    f.copy(script, as_name="spawn_train.py")
+    f.cli("run", "--name", "spawned", "spawn_train.py", FLOR_EPSILON="1e9")
+    assert "2 processes (mp.spawn)" in f.cli("show", "spawned").stdout
+    truth = f.python(f.copy(script, "outside", as_name="full.py")).stdout
+    f.copy(script, "outside", as_name="spawn_train.py")
+    out, backwards = f.counting_backwards("spawned", ("replay", "--name", "spawned"))
+    assert out.stdout == truth and "bias" in truth
+    assert backwards == 0  # both ranks restored every epoch

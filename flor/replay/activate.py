@@ -30,22 +30,29 @@ from flor.runtime.options import (
 
 if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
     from flor.runtime.conditions import Lookahead
+    from flor.runtime.job import Job
     from flor.runtime.reporter import Reporter
     from flor.runtime.session import Session
     from flor.store import Store
 
 
-def start(options: Options, store: Store, reporter: Reporter) -> Session:
-    """Build the session ``options`` ask for, install it, and make FlorErrors one line."""
+def start(options: Options, store: Store, reporter: Reporter, job: Job | None = None) -> Session:
+    """Build the session ``options`` ask for, install it, and make FlorErrors one line.
+    ``job``: this process is that rank of a job the script's ``mp.spawn`` started (None:
+    torchrun's, if any, from the environment)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
+    if options.spawned and job is None:
+        from flor.replay.spawn import SpawnParent
+
+        return context.install(SpawnParent(options, store, reporter))
     if options.mode == "record":
         from flor.runtime.recorder import Recorder
 
         lookahead, watched = _recording_hints(options)
-        return context.install(Recorder(options, store, reporter, lookahead, watched))
+        return context.install(Recorder(options, store, reporter, lookahead, watched, job))
     from flor.replay.session import Replayer
 
-    return context.install(Replayer(options, store, reporter))
+    return context.install(Replayer(options, store, reporter, job))
 
 
 def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str] | None]:

@@ -38,9 +38,18 @@ from flor.transform.project import ENTRY
 from flor.transform.report import ProjectFile, SourceFile
 
 
+@dataclass(frozen=True)
+class Rewritten:
+    """The script as ``flor run`` runs it, and the project files it imports."""
+
+    source: str
+    project: tuple[ProjectFile, ...] = ()
+    spawned: bool = False  # its main loop runs in the processes its mp.spawn starts
+
+
 def instrumented_project(
     script: str, original: str, reporter: Reporter, as_module: str | None = None
-) -> tuple[str, tuple[ProjectFile, ...]]:
+) -> Rewritten:
     """The script as ``flor run`` runs it, and the project files it imports (rewritten
     where a main loop lives in them). Unchanged, with the reasons, where flor cannot
     rewrite it (python then reports a real syntax error itself, exactly as it would).
@@ -51,12 +60,12 @@ def instrumented_project(
     result = instrument_project(entry, files.resolve)
     if result.entry.error:
         reporter.warn(f"{script}:{result.entry.error}; running it unmodified")
-        return original, ()
+        return Rewritten(original)
     for line in result.report().splitlines():
         reporter.say(line)
     rewritten = {r.filename: r.source for r in result.others}
     project = tuple(project_file(files, f, rewritten.get(f.path, f.source)) for f in result.files)
-    return result.entry.source, project
+    return Rewritten(result.entry.source, project, result.entry.spawned)
 
 
 def record_here(
@@ -68,8 +77,7 @@ def record_here(
     from flor.runtime.recorder import Recorder
 
     session = start(options, store, reporter)
-    assert isinstance(session, Recorder)
-    if started is not None:
+    if started is not None and isinstance(session, Recorder):  # not a spawning parent
         session.charge_setup(max(time.perf_counter() - started - torch_import, 0.0))
     argv = list(options.argv or ())[1:]
     status = _run_project(options, argv, reporter)
@@ -80,16 +88,19 @@ def record_here(
 def _run_project(options: Options, argv: list[str], reporter: Reporter) -> int:
     """Run the script as ``__main__``, the project's files it imports rewritten as planned."""
     script = options.script or ""
-    files = ProjectFiles(script, options.module is not None)
-    hook = import_hook.install(
-        {files.absolute(f.path): f.source for f in options.project if f.rewritten}
-    )
+    hook = import_hook.install(project_hook(options))
     try:
         return run_as_main(
             script, argv, options.source or "", options.original, reporter, options.module
         )
     finally:
         import_hook.uninstall(hook)
+
+
+def project_hook(options: Options) -> dict[str, str]:
+    """What the import hook rewrites: each rewritten project file's source, by its path."""
+    files = ProjectFiles(options.script or "", options.module is not None)
+    return {files.absolute(f.path): f.source for f in options.project if f.rewritten}
 
 
 def _import_torch() -> float:
@@ -149,11 +160,12 @@ def prepare(
     argv = list(request.args) if request.args or script != recorded_script else run.meta.argv[1:]
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
-    source, project = (
+    rewritten = (
         instrumented_project(script, original, reporter, module)
         if run.meta.instrumented
-        else (original, ())
+        else Rewritten(original)
     )
+    source, project = rewritten.source, rewritten.project
     _warn_training_edits(store, run, original, source, script, project, reporter)
     options = Options(
         mode="replay",
@@ -166,6 +178,7 @@ def prepare(
         source=source,
         original=original,
         project=project,
+        spawned=rewritten.spawned,
         replay_id=replay_id or layout.new_id(),
         rank=request.rank,
         segments_from_env=request.segment_from_env,

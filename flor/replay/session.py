@@ -148,10 +148,14 @@ def _iterations(
 
 
 class Replayer(Session):
-    def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
+    def __init__(
+        self, options: Options, store: Store, reporter: Reporter, job: Job | None = None
+    ) -> None:
+        """``job``: the job this process is a rank of (None: torchrun's, if any)."""
         super().__init__(options, store, reporter)
         recorded = runs.load_run(self.store, options.name, options.run_id)
-        job = None if options.segments_from_env else Job.from_env(os.environ)
+        if job is None and not options.segments_from_env:
+            job = Job.from_env(os.environ)
         self.world = replay_world(recorded.meta, job, options.rank)
         self.run = runs.as_rank(recorded, self.world.rank)
         if self.world.standin:

@@ -80,6 +80,7 @@ class RunMeta(_Record):
     module: str | None = None  # run as `python -m MODULE` (script is its file)
     rank: int = 0  # of a distributed job: this journal's rank, of world_size processes
     world_size: int = 1
+    launcher: str | None = None  # of a distributed job: torchrun, or the script's mp.spawn
     git_commit: str | None = None
     numerics: Mapping[str, Any] = field(default_factory=dict)
     iterations: int = 0
@@ -102,6 +103,7 @@ class RunMeta(_Record):
             "module",
             "rank",
             "world_size",
+            "launcher",
         }
     )
 

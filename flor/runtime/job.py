@@ -32,6 +32,7 @@ class Job:
     restart: int  # torchrun's restart count: a restarted job is a new run
     host: str
     port: int
+    launcher: str = "torchrun"  # or mp.spawn, whose parent process hosts the store
     _store: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # writer thread too
 

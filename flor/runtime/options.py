@@ -57,6 +57,7 @@ class Options:
     original: str | None = None  # the user's unmodified script, when flor rewrote it
     argv: tuple[str, ...] | None = None  # the script's argv, when sys.argv is flor's own
     project: tuple[ProjectFile, ...] = ()  # the project files the script imports, as they run
+    spawned: bool = False  # the main loop runs in the processes the script's mp.spawn starts
     rank: int | None = None  # replay: which rank of a distributed run (--rank)
     segments_from_env: bool = False  # replay: torchrun's RANK/WORLD_SIZE name segments
 

@@ -53,11 +53,13 @@ class Recorder(Session):
         reporter: Reporter,
         lookahead: Lookahead | None = None,
         watched: frozenset[str] | None = None,
+        job: Job | None = None,
     ) -> None:
         """``lookahead``: the loop's own periodic tests, where checkpoints are preferred;
-        ``watched``: the names the loop may rebind (None: any), whose counters are noted."""
+        ``watched``: the names the loop may rebind (None: any), whose counters are noted;
+        ``job``: the job this process is a rank of (None: torchrun's, if any)."""
         super().__init__(options, store, reporter)
-        self.job = Job.from_env(os.environ)
+        self.job = job or Job.from_env(os.environ)
         proposed = layout.new_id()
         self.run_id = self.job.agree("run", proposed) if self.job else proposed
         self.rank = self.job.rank if self.job else 0
@@ -99,6 +101,7 @@ class Recorder(Session):
             module=self.options.module,
             rank=self.rank,
             world_size=self.job.world_size if self.job else 1,
+            launcher=self.job.launcher if self.job else None,
             git_commit=_git_commit(self.options.script),
         )
 

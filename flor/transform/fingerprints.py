@@ -69,10 +69,21 @@ def _referenced_names(nodes: list[ast.stmt]) -> set[str]:
     return names
 
 
+SPAWNERS = ("spawn", "start_processes")  # torch.multiprocessing's: fn(rank, *args), N processes
+
+
+def _spawns(call: ast.Call) -> bool:
+    """``mp.spawn(main_worker, ...)``: calls ``main_worker``, in other processes."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in SPAWNERS and bool(call.args)
+
+
 def _escaping(trees: list[ast.Module], functions: dict[str, list[ast.AST]]) -> set[str]:
     """Functions referred to other than by calling them (``set_callback("on_batch_end", fn)``,
     ``collate_fn=collate``): any block may end up calling them."""
-    called = {id(n.func) for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    calls = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    called = {id(n.func) for n in calls} | {id(n.args[0]) for n in calls if _spawns(n)}
     out = set()
     for tree in trees:
         for n in ast.walk(tree):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 
 import libcst as cst
 
@@ -18,7 +19,7 @@ from flor.transform.loops import (
     opted_out,
     refuse_multiprocessing,
 )
-from flor.transform.program import FunctionNode, Program
+from flor.transform.program import FunctionNode, Program, spawned
 from flor.transform.project import ENTRY, Project, Resolve
 from flor.transform.report import (
     BlockDecision,
@@ -61,7 +62,8 @@ def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrument
         )
     by_file: dict[int, list[tuple[Loop, FunctionNode | None]]] = {}
     programs = {id(p): p}
-    for q, loop, owner in main_loops(p):
+    found = main_loops(p)
+    for q, loop, owner in found:
         programs[id(q)] = q
         by_file.setdefault(id(q), []).append((loop, owner))
     results = {}
@@ -72,6 +74,9 @@ def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrument
         prefix = "" if f.module == ENTRY else f.module + "."
         results[key] = _instrument_file(q, f, loops, prefix)
     main = results.pop(id(p), None) or Instrumented(filename, source, source)
+    targets = {t for c in p.walk(p.module) if isinstance(c, cst.Call) and (t := spawned(c))}
+    if any(q is p and owner is not None and p.qualname(owner) in targets for q, _, owner in found):
+        main = replace(main, spawned=True)
     return ProjectInstrumented(main, tuple(results.values()), files)
 
 

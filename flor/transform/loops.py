@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from flor.transform.program import FunctionNode, Nodes, Program, dotted, node_of
+from flor.transform.program import FunctionNode, Nodes, Program, dotted, node_of, spawned
 from flor.transform.report import Note
 
 Loop = cst.For | cst.While
@@ -197,8 +197,11 @@ def _target_loop(p: Program, node: cst.CSTNode) -> cst.CSTNode | None:
 
 
 def refuse_multiprocessing(p: Program) -> Note | None:
-    """Hogwild/A3C-style shared models and ``mp.spawn`` cannot be replayed faithfully."""
+    """Hogwild/A3C-style shared models cannot be replayed faithfully. ``mp.spawn`` of a
+    function of the file can: its processes are the ranks of a job."""
     for call in (n for n in p.walk(p.module) if isinstance(n, cst.Call)):
+        if spawned(call) in p.functions:
+            continue
         name = dotted(call.func)
         if name.endswith(
             ("share_memory", ".spawn", "mp.Process", "multiprocessing.Process")

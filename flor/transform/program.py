@@ -8,6 +8,8 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import BaseAssignment, MetadataWrapper, PositionProvider, Scope, ScopeProvider
 
+from flor.transform.fingerprints import SPAWNERS
+
 # Calls that do training work: a backward pass, an optimizer step, or clearing gradients for
 # one (a loss scaler's `__call__` often does the other two: DeiT's `loss_scaler(loss, optimizer)`).
 TRAINING_METHODS = frozenset({"backward", "step", "zero_grad"})
@@ -72,6 +74,16 @@ def dotted(expr: cst.BaseExpression) -> str:
         base = dotted(expr.value)
         return f"{base}.{expr.attr.value}" if base else ""
     return ""
+
+
+def spawned(call: cst.Call) -> str | None:
+    """The function ``mp.spawn(main_worker, ...)`` runs in each process it starts, by name."""
+    if dotted(call.func).rsplit(".", 1)[-1] not in SPAWNERS or not call.args:
+        return None
+    first = next((a for a in call.args if a.keyword and a.keyword.value == "fn"), call.args[0])
+    if first.keyword is not None and first.keyword.value != "fn":
+        return None
+    return first.value.value if isinstance(first.value, cst.Name) else None
 
 
 def root_name(expr: cst.BaseExpression) -> cst.Name | None:
@@ -176,7 +188,11 @@ class Program:
 
     # -- the call graph -------------------------------------------------------------------
     def callees(self, call: cst.Call) -> list[FunctionNode]:
-        """Same-file functions a call may reach: by name, or any method of that name."""
+        """Same-file functions a call may reach: by name, or any method of that name (and
+        what ``mp.spawn`` runs)."""
+        target = spawned(call)
+        if target is not None and target in self.functions:
+            return self.functions[target]
         func = call.func
         if isinstance(func, cst.Name):
             return self.functions.get(func.value, [])

@@ -71,6 +71,7 @@ class Instrumented:
     loops: tuple[LoopDecision, ...] = ()
     notes: tuple[Note, ...] = field(default=())
     error: str | None = None  # set when the file could not be parsed
+    spawned: bool = False  # the main loop runs in the processes the script's mp.spawn starts
 
     @property
     def changed(self) -> bool:
