@@ -132,6 +132,18 @@ def test_an_inside_edit_needs_every_rank_and_replays_in_step(recorded: Recorded)
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("torchrun")
+def test_a_collective_outside_the_blocks_is_refused_in_one_process(recorded: Recorded) -> None:
+    f = recorded.f
+    f.copy(f"distributed/{SCRIPT}", "collective", as_name=SCRIPT)
+    alone = f.cli("replay", "--name", "ddp", check=False)
+    assert alone.returncode == 2 and alone.stdout == ""  # nothing printed from one rank's sum
+    assert "calls torch.distributed.all_reduce in iteration 0 outside the restored blocks" in (
+        alone.stderr.strip().splitlines()[-1]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("torchrun")
 def test_segments_under_torchrun_partition_the_iterations(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)

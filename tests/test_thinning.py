@@ -96,3 +96,15 @@ def test_blobs_another_run_stored_are_never_deleted() -> None:
 def test_the_newest_stays_even_when_it_alone_exceeds_the_budget() -> None:
     thinning = _record("10KB", [0, 1, 2])
     assert thinning.kept == [2] and thinning.stored > 10_000
+
+
+def test_another_rank_thins_what_rank_0_thinned() -> None:
+    """A job's ranks keep the same iterations: the others follow rank 0's drops, whatever
+    their own bytes (a replicated blob that rank 0 stored first costs them nothing)."""
+    follower = Thinning(parse_storage("unlimited"))
+    for g in range(4):
+        follower.add(g, [_piece(g)])
+    dropped = follower.follow([2, 0, 9])  # 9: not (yet) committed here
+    assert [d.iteration for d in dropped] == [0, 2]
+    assert dropped[0].blobs == ("own0",) and follower.kept == [1, 3]
+    assert follower.follow([2]) == []  # once

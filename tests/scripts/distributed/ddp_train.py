@@ -44,6 +44,7 @@ def main() -> None:
             optimizer.step()  # @inside: if rank == 0 and epoch == 2: print(f"grad {model.module[0].weight.grad.norm():.6f}")
             total += loss.item()
         scheduler.step()
+        # @collective: dist.all_reduce(torch.tensor([total]))
         if rank == 0:
             print(f"epoch {epoch} loss {total / len(loader):.5f}")
             # @outside: print(f"epoch {epoch} weight {model.module[0].weight.norm():.6f} lr {scheduler.get_last_lr()[0]:.4f}")
