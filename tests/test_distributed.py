@@ -60,6 +60,36 @@ def test_sharded_training_is_found() -> None:
     assert sharded_state("from torch.nn.parallel import DistributedDataParallel\n", "t.py") is None
 
 
+def test_only_what_every_rank_committed_counts_and_gc_sees_every_rank(tmp_path: Path) -> None:
+    from flor import runs
+    from flor.runs import layout, retention
+    from flor.runs.records import CheckpointEntry, Commit
+    from flor.runtime.journal import RunJournal
+    from flor.store.local import LocalStore
+
+    store = LocalStore(str(tmp_path))
+    root = layout.run_prefix("ddp", "r1")
+    for rank, iterations in ((0, [0, 1, 2]), (1, [0, 1])):  # rank 1 died before committing 2
+        prefix = layout.rank_prefix(root, rank)
+        journal = RunJournal(store, prefix)
+        journal.start(RunMeta(name="ddp", run_id="r1", rank=rank, world_size=2), "src", None)
+        for g in iterations:
+            key = layout.ckpt_key(prefix, g, "b", 0)
+            store.put(key, b"state")
+            entry = CheckpointEntry(key, "sha", 5, blobs={f"blob-{rank}-{g}": 8})
+            journal.commit(Commit(g, {"b/0": entry}), [])
+    run = runs.load_run(store, "ddp")
+    assert (sorted(run.commits), sorted(run.partial)) == ([0, 1], [2])
+    other = runs.as_rank(run, 1)
+    assert (other.rank, sorted(other.commits), [j.rank for j in other.others]) == (1, [0, 1], [0])
+    assert "blob-1-1" in runs.referenced_blobs(run)  # kept while the run is
+    assert "blob-0-2" in runs.referenced_blobs(run)  # committed by rank 0 only: still its data
+    found = retention.collect(store, lambda r: True, checkpoints_only=True)
+    assert set(found.keys) == {root, f"{root}/ranks/1"}  # every rank's checkpoints go
+    with pytest.raises(FlorError, match="no rank 2"):
+        runs.load_run(store, "ddp", rank=2)
+
+
 # -- end to end, under torchrun ----------------------------------------------------------
 @dataclass
 class Recorded:
@@ -137,8 +167,9 @@ def test_a_collective_outside_the_blocks_is_refused_in_one_process(recorded: Rec
     f.copy(f"distributed/{SCRIPT}", "collective", as_name=SCRIPT)
     alone = f.cli("replay", "--name", "ddp", check=False)
     assert alone.returncode == 2 and alone.stdout == ""  # nothing printed from one rank's sum
-    assert "calls torch.distributed.all_reduce in iteration 0 outside the restored blocks" in (
-        alone.stderr.strip().splitlines()[-1]
+    assert (
+        "calls torch.distributed.all_reduce in iteration 0 outside the restored blocks"
+        in (alone.stderr.strip().splitlines()[-1])
     )
 
 

@@ -81,6 +81,9 @@ class Job:
     def append(self, key: str, value: str) -> None:
         self._call("append", key, value)
 
+    def forget(self, key: str) -> None:
+        self._call("delete_key", key)
+
     def peek(self, key: str) -> str | None:
         """What is under ``key`` now; None if nothing yet (without waiting)."""
         if not self._call("check", key):

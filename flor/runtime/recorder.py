@@ -44,6 +44,8 @@ from flor.runtime.thinning import Dropped, Piece, Thinning
 from flor.runtime.writer import BackgroundWriter
 from flor.store import Store
 
+DECISIONS_KEPT = 1000  # iterations' checkpoint decisions a job's store holds at once
+
 
 class Recorder(Session):
     def __init__(
@@ -269,6 +271,10 @@ class Recorder(Session):
         )
         if job is not None:
             job.publish(f"checkpoint/{g}", str(int(decision)))
+            if (
+                g >= DECISIONS_KEPT
+            ):  # ranks stay in step, far closer than this: keep the store small
+                job.forget(f"checkpoint/{g - DECISIONS_KEPT}")
         return decision
 
     def _next_is_periodic(self, g: int, frame: Frame) -> Callable[[], bool] | None:
