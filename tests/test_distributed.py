@@ -99,7 +99,7 @@ class Recorded:
     inside: str  # and inside it
 
 
-@pytest.fixture(scope="session")  # not module: xdist may run other modules' tests in between
+@pytest.fixture(scope="session")  # once per xdist worker, whatever runs in between
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     """One torchrun recording (a checkpoint every epoch), and the edited scripts' full runs."""
     root = tmp_path_factory.mktemp("ddp")
@@ -115,7 +115,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("torchrun")
 def test_a_torchrun_job_is_one_run_with_a_journal_per_rank(recorded: Recorded) -> None:
     f = recorded.f
     assert recorded.record.count("epoch 5 loss") == 1  # rank 0 printed, once
@@ -132,7 +131,6 @@ def test_a_torchrun_job_is_one_run_with_a_journal_per_rank(recorded: Recorded) -
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("torchrun")
 def test_an_outside_edit_replays_in_one_process_as_rank_0(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
@@ -142,7 +140,6 @@ def test_an_outside_edit_replays_in_one_process_as_rank_0(recorded: Recorded) ->
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("torchrun")
 def test_an_inside_edit_needs_every_rank_and_replays_in_step(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "inside", as_name=SCRIPT)
@@ -161,7 +158,6 @@ def test_an_inside_edit_needs_every_rank_and_replays_in_step(recorded: Recorded)
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("torchrun")
 def test_a_collective_outside_the_blocks_is_refused_in_one_process(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "collective", as_name=SCRIPT)
@@ -174,7 +170,6 @@ def test_a_collective_outside_the_blocks_is_refused_in_one_process(recorded: Rec
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("torchrun")
 def test_segments_under_torchrun_partition_the_iterations(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
@@ -187,7 +182,6 @@ def test_segments_under_torchrun_partition_the_iterations(recorded: Recorded) ->
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("torchrun")
 def test_a_killed_rank_leaves_a_run_replayable_to_what_every_rank_committed(
     recorded: Recorded, flor_env: Flor
 ) -> None:
