@@ -360,6 +360,8 @@ class Recorder(Session):
         if self._closed:
             return
         self._closed = True
+        if self.job is not None:
+            self.job.close()
         self.writer.close()
         self.meta = self.meta.updated(
             status="finished" if not exit_status else "failed",
