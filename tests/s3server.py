@@ -44,6 +44,10 @@ def _free_ports(n: int) -> list[int]:
     return found
 
 
+class PortTaken(RuntimeError):
+    """A port picked as free was taken before the server bound it."""
+
+
 class S3Server:
     def __init__(self, root: Path) -> None:
         weed = shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
@@ -54,6 +58,7 @@ class S3Server:
         self.ports = dict(zip(_PORTS, _free_ports(len(_PORTS))))
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False  # once up, a restart must keep the ports clients know
 
     def env(self, **overrides: str) -> dict[str, str]:
         """The environment a boto3 client (flor's, a test's) needs to reach this server."""
@@ -70,6 +75,18 @@ class S3Server:
         return env
 
     def start(self) -> None:
+        """Start the server; on its first start, with other free ports if one of those picked
+        was taken meanwhile (other tests' servers and torchrun jobs pick ports too)."""
+        for attempt in range(3):
+            try:
+                return self._start()
+            except PortTaken:
+                if self.started or attempt == 2:
+                    raise
+                self.ports = dict(zip(_PORTS, _free_ports(len(_PORTS))))
+                self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
+
+    def _start(self) -> None:
         data = self.root / "data"
         data.mkdir(parents=True, exist_ok=True)
         args = [f"-{name}={port}" for name, port in self.ports.items()]
@@ -83,8 +100,11 @@ class S3Server:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"weed mini exited; see {self.root / 'weed.log'}")
+                log = (self.root / "weed.log").read_text(errors="replace")
+                error = PortTaken if "address already in use" in log else RuntimeError
+                raise error(f"weed mini exited; see {self.root / 'weed.log'}")
             if self._serves():
+                self.started = True
                 return
             time.sleep(0.2)
         raise RuntimeError(f"weed mini did not come up; see {self.root / 'weed.log'}")
