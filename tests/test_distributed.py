@@ -99,7 +99,7 @@ class Recorded:
     inside: str  # and inside it
 
 
-@pytest.fixture(scope="session")  # once per xdist worker, whatever runs in between
+@pytest.fixture
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     """One torchrun recording (a checkpoint every epoch), and the edited scripts' full runs."""
     root = tmp_path_factory.mktemp("ddp")
@@ -114,8 +114,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     return Recorded(f, record.stdout, truths["outside"], truths["inside"])
 
 
-@pytest.mark.slow
-def test_a_torchrun_job_is_one_run_with_a_journal_per_rank(recorded: Recorded) -> None:
+def _a_torchrun_job_is_one_run_with_a_journal_per_rank(recorded: Recorded) -> None:
     f = recorded.f
     assert recorded.record.count("epoch 5 loss") == 1  # rank 0 printed, once
     rows = [line for line in f.cli("ls").stdout.splitlines() if line.startswith("ddp ")]
@@ -130,8 +129,7 @@ def test_a_torchrun_job_is_one_run_with_a_journal_per_rank(recorded: Recorded) -
     assert commits[0] == commits[1] and len(commits[0]) == 6  # the same iterations, all of them
 
 
-@pytest.mark.slow
-def test_an_outside_edit_replays_in_one_process_as_rank_0(recorded: Recorded) -> None:
+def _an_outside_edit_replays_in_one_process_as_rank_0(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
     out, backwards = f.counting_backwards("standin", ("replay", "--name", "ddp"))
@@ -139,8 +137,7 @@ def test_an_outside_edit_replays_in_one_process_as_rank_0(recorded: Recorded) ->
     assert backwards == 0  # every epoch restored: no training step ran
 
 
-@pytest.mark.slow
-def test_an_inside_edit_needs_every_rank_and_replays_in_step(recorded: Recorded) -> None:
+def _an_inside_edit_needs_every_rank_and_replays_in_step(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "inside", as_name=SCRIPT)
     alone = f.cli("replay", "--name", "ddp", check=False)
@@ -157,8 +154,7 @@ def test_an_inside_edit_needs_every_rank_and_replays_in_step(recorded: Recorded)
     assert together.stdout == recorded.inside
 
 
-@pytest.mark.slow
-def test_a_collective_outside_the_blocks_is_refused_in_one_process(recorded: Recorded) -> None:
+def _a_collective_outside_the_blocks_is_refused_in_one_process(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "collective", as_name=SCRIPT)
     alone = f.cli("replay", "--name", "ddp", check=False)
@@ -169,8 +165,7 @@ def test_a_collective_outside_the_blocks_is_refused_in_one_process(recorded: Rec
     )
 
 
-@pytest.mark.slow
-def test_segments_under_torchrun_partition_the_iterations(recorded: Recorded) -> None:
+def _segments_under_torchrun_partition_the_iterations(recorded: Recorded) -> None:
     f = recorded.f
     f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
     parts = [
@@ -181,8 +176,7 @@ def test_segments_under_torchrun_partition_the_iterations(recorded: Recorded) ->
     assert "".join(parts) == recorded.outside
 
 
-@pytest.mark.slow
-def test_a_killed_rank_leaves_a_run_replayable_to_what_every_rank_committed(
+def _a_killed_rank_leaves_a_run_replayable_to_what_every_rank_committed(
     recorded: Recorded, flor_env: Flor
 ) -> None:
     f = flor_env
@@ -202,6 +196,20 @@ def test_a_killed_rank_leaves_a_run_replayable_to_what_every_rank_committed(
     out = f.cli("replay", "--name", "ddp", "--iterations", f"0-{everywhere}")
     epochs = recorded.outside.splitlines(keepends=True)[: 2 * (everywhere + 1)]
     assert out.stdout == "".join(epochs)  # two lines per epoch
+
+
+@pytest.mark.slow
+def test_a_torchrun_job_records_one_run_and_replays_alone_or_in_step(
+    recorded: Recorded, flor_env: Flor
+) -> None:
+    """Each check below on one recording: a recording and its ground truths cost three
+    torchrun jobs, and separate tests would repeat them on each xdist worker."""
+    _a_torchrun_job_is_one_run_with_a_journal_per_rank(recorded)
+    _an_outside_edit_replays_in_one_process_as_rank_0(recorded)
+    _an_inside_edit_needs_every_rank_and_replays_in_step(recorded)
+    _a_collective_outside_the_blocks_is_refused_in_one_process(recorded)
+    _segments_under_torchrun_partition_the_iterations(recorded)
+    _a_killed_rank_leaves_a_run_replayable_to_what_every_rank_committed(recorded, flor_env)
 
 
 @pytest.mark.slow
