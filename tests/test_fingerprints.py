@@ -44,3 +44,25 @@ def test_renamed_and_syntax_errors() -> None:
     assert changes.missing == {"train"} and changes.added == {"fit"}
     with pytest.raises(FlorError, match=r"t.py:2:\d+: cannot parse"):
         fingerprints("x = 1\ndef (:\n", "t.py")
+
+
+@pytest.mark.parametrize("spawn", ["mp.spawn(worker, nprocs=2)", "mp.spawn(fn=worker, nprocs=2)"])
+def test_the_function_mp_spawn_runs_is_called_not_passed_around(spawn: str) -> None:
+    """An edit after the block in the spawned function probes nothing; one inside does."""
+    source = f"""
+import flor
+import torch.multiprocessing as mp
+
+def worker(rank):
+    for epoch in flor.it(range(3)):
+        if flor.SkipBlock.step_into("worker.L0"):
+            step()
+        flor.SkipBlock.end()
+        print(epoch)
+
+{spawn}
+"""
+    outside = source.replace("print(epoch)", "print(epoch, 'more')")
+    inside = source.replace("step()", "step(); print('in')")
+    assert compare(source, outside).changed == frozenset()
+    assert compare(source, inside).changed == {"worker.L0"}

@@ -31,7 +31,7 @@ from flor.runtime.job import Job
 from flor.runtime.options import Options, check_name, parse_segment
 from flor.runtime.project_files import ProjectFiles, project_file
 from flor.runtime.reporter import Reporter
-from flor.store import Store, StoreSettings
+from flor.store import Store, StoreSettings, shared_url
 from flor.transform import instrument_project
 from flor.transform.edits import training_edits
 from flor.transform.project import ENTRY
@@ -294,7 +294,7 @@ def replay_in_parallel(
     """Replay every segment at once (local processes, or Ray tasks); merge their output."""
     run, options, workers = prepared.run, prepared.options, prepared.workers or 1
     replay_id = str(options.replay_id)
-    store_url = store.url if store.url.startswith("s3://") else os.path.abspath(store.url)
+    store_url = shared_url(store.url)
     on_ray = prepared.ray_address is not None
 
     def worker_args(index: int) -> list[str]:

@@ -25,7 +25,7 @@ from flor.runtime.job import WAIT, Job
 from flor.runtime.options import Options
 from flor.runtime.reporter import Reporter
 from flor.runtime.session import Frame, Session, as_iterator
-from flor.store import Store
+from flor.store import Store, shared_url
 
 
 class SpawnParent(Session):
@@ -45,9 +45,7 @@ class SpawnParent(Session):
     ) -> Any:
         worker = Worker(
             self.options,
-            self.store.url
-            if self.store.url.startswith("s3://")
-            else os.path.abspath(self.store.url),
+            shared_url(self.store.url),
             self._kv.port,
             nprocs,
             self.jobs,

@@ -63,11 +63,14 @@ def collect(
             if not chosen(run):
                 kept.update(blobs)
                 continue
-            for journal in (run, *run.others) if checkpoints_only else (run,):
-                prefix = layout.ckpt_folder(journal.prefix) if checkpoints_only else run.prefix
-                sizes = store.sizes(prefix)  # a run's prefix holds its other ranks' journals
+            if checkpoints_only:  # every rank's journal keeps its own checkpoints
+                folders = {j.prefix: layout.ckpt_folder(j.prefix) for j in (run, *run.others)}
+            else:  # the run's prefix holds its other ranks' journals
+                folders = {run.prefix: run.prefix}
+            for prefix, folder in folders.items():
+                sizes = store.sizes(folder)
                 if sizes:
-                    found.keys[journal.prefix] = sorted(sizes)
+                    found.keys[prefix] = sorted(sizes)
                     found.nbytes += sum(sizes.values())
             dropped.update(blobs)
     found.blobs = sorted(set(dropped) - kept)

@@ -59,6 +59,12 @@ def is_s3(url: str) -> bool:
     return url.startswith("s3://")
 
 
+def shared_url(url: str) -> str:
+    """``url`` as another process opens it (a replay worker, a spawned rank), from another
+    working directory: a local folder's path made absolute."""
+    return url if is_s3(url) else os.path.abspath(url)
+
+
 def open_store(
     url: str | None,
     settings: StoreSettings,

@@ -72,18 +72,22 @@ def _referenced_names(nodes: list[ast.stmt]) -> set[str]:
 SPAWNERS = ("spawn", "start_processes")  # torch.multiprocessing's: fn(rank, *args), N processes
 
 
-def _spawns(call: ast.Call) -> bool:
-    """``mp.spawn(main_worker, ...)``: calls ``main_worker``, in other processes."""
+def _spawned(call: ast.Call) -> ast.expr | None:
+    """``main_worker`` of ``mp.spawn(main_worker, ...)`` (or ``fn=main_worker``): a call of
+    it, in other processes."""
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name in SPAWNERS and bool(call.args)
+    if name not in SPAWNERS:
+        return None
+    given = [k.value for k in call.keywords if k.arg == "fn"]
+    return given[0] if given else (call.args[0] if call.args else None)
 
 
 def _escaping(trees: list[ast.Module], functions: dict[str, list[ast.AST]]) -> set[str]:
     """Functions referred to other than by calling them (``set_callback("on_batch_end", fn)``,
     ``collate_fn=collate``): any block may end up calling them."""
     calls = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    called = {id(n.func) for n in calls} | {id(n.args[0]) for n in calls if _spawns(n)}
+    called = {id(n.func) for n in calls} | {id(t) for n in calls if (t := _spawned(n))}
     out = set()
     for tree in trees:
         for n in ast.walk(tree):
