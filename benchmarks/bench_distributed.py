@@ -54,8 +54,9 @@ if __name__ == "__main__":
 OUTSIDE = 'print(f"  bias {model.module[2].bias.item():.6f}")'
 
 
-def launch(work: Path, *args: str) -> tuple[float, float | None]:
-    """Whole-process seconds, and the loop's own (None: it did not say)."""
+def launch(work: Path, *args: str) -> tuple[float, float | None, str]:
+    """Whole-process seconds, the loop's own (None: it did not say), and what rank 0
+    printed."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
     torchrun = [
         sys.executable,
@@ -71,7 +72,17 @@ def launch(work: Path, *args: str) -> tuple[float, float | None]:
     )
     wall = time.perf_counter() - start
     loops = [float(line.split()[1]) for line in out.stderr.splitlines() if line.startswith("loop ")]
-    return wall, (loops[0] if loops else None)
+    return wall, (loops[0] if loops else None), out.stdout
+
+
+def same_iterations_on_every_rank(work: Path) -> int:
+    """The latest recording's checkpointed iterations, which must be the same on both ranks."""
+    run = sorted(p for p in (work / "home" / "ddp").iterdir() if (p / "run.json").exists())[-1]
+    ranks = [
+        sorted(p.name for p in (j / "journal").glob("0*.json")) for j in (run, run / "ranks" / "1")
+    ]
+    assert ranks[0] == ranks[1], f"the ranks checkpointed different iterations: {ranks}"
+    return len(ranks[0])
 
 
 def main() -> None:
@@ -83,7 +94,8 @@ def main() -> None:
         work = Path(tmp)
         (work / "train.py").write_text(SCRIPT)
         flor = ["-m", "flor.cli"]
-        times: dict[str, list[tuple[float, float | None]]] = {}
+        times: dict[str, list[tuple[float, float | None, str]]] = {}
+        checkpoints = []
         for _ in range(a.repeats):
             (work / "train.py").write_text(SCRIPT)
             times.setdefault("plain", []).append(launch(work, "train.py", str(a.steps)))
@@ -91,13 +103,16 @@ def main() -> None:
             times.setdefault("record", []).append(
                 launch(work, *flor, "run", "--name", "ddp", "train.py", str(a.steps))
             )
+            checkpoints.append(same_iterations_on_every_rank(work))
             (work / "train.py").write_text(SCRIPT.replace("# OUTSIDE", OUTSIDE))
             times.setdefault("replay", []).append(launch(work, *flor, "replay", "--name", "ddp"))
-        walls = {k: statistics.median(w for w, _ in v) for k, v in times.items()}
+        truth = launch(work, "train.py", str(a.steps))[2]
+        assert all(out == truth for _, _, out in times["replay"]), "a replay printed otherwise"
+        walls = {k: statistics.median(w for w, _, _ in v) for k, v in times.items()}
         loops = {
-            k: statistics.median(s for _, s in v if s is not None)
+            k: statistics.median(s for _, s, _ in v if s is not None)
             for k, v in times.items()
-            if any(s is not None for _, s in v)
+            if any(s is not None for _, s, _ in v)
         }
     print(f"{a.steps} DDP steps, 2 processes, median of {a.repeats}")
     for kind in ("plain", "record", "replay"):
@@ -110,6 +125,8 @@ def main() -> None:
             f"  {kind:<7} process {walls[kind]:.2f}s ({walls[kind] / walls['plain']:.2f}x plain)  {loop}"
         )
     print(f"  floor   process {walls['floor']:.2f}s (the job with zero steps)")
+    print(f"  checkpoints per record {checkpoints}, the same iterations on both ranks")
+    print("  every replay printed what a full run of the edited script prints")
 
 
 if __name__ == "__main__":

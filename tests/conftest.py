@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from s3server import S3Server
@@ -16,6 +19,7 @@ from s3server import S3Server
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
 COUNTING = ROOT / "tests" / "counting"
+T = TypeVar("T")
 _MARK = re.compile(r"^(?P<indent>\s*)(?P<code>.*?)\s*# @(?P<kind>[a-z]+): (?P<stmt>.+)$")
 
 
@@ -58,6 +62,17 @@ class Flor:
     ) -> subprocess.CompletedProcess[str]:
         """``python SCRIPT ARGS`` in the work dir."""
         return self._run([str(script), *args], check, env)
+
+    def truth(self, script: Path, *args: str, **env: str) -> str:
+        """What a full ``python SCRIPT ARGS`` prints: the ground truth a replay must equal.
+
+        Deterministic, so run once per test worker for the same script, the same files it
+        can import, arguments and environment (tests replay one edit in several ways)."""
+        environment = tuple(sorted({**self.extra, **env}.items()))
+        key = (str(script.relative_to(self.work)), _importable(script), args, environment)
+        if key not in _TRUTHS:
+            _TRUTHS[key] = self.python(script, *args, **env).stdout
+        return _TRUTHS[key]
 
     def python_m(self, module: str, *args: str) -> subprocess.CompletedProcess[str]:
         """``python -m MODULE ARGS`` in the work dir."""
@@ -117,6 +132,46 @@ class Flor:
         return sorted(p for p in (self.home / name).iterdir() if (p / "run.json").exists())[-1]
 
 
+_TRUTHS: dict[tuple, str] = {}  # Flor.truth's, per test worker
+
+
+class Recordings:
+    """Recordings made once per test worker, each copied into every test that asks for it
+    (which then replays, or damages, its own copy). For scripts replayed by path: a run
+    names the script it recorded by its absolute path, the original's."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: dict[tuple, tuple[Flor, Any]] = {}
+
+    def into(self, f: Flor, key: tuple, record: Callable[[Flor], T]) -> T:
+        """``record(template)`` once for ``key``; then ``f`` gets a copy of its store and
+        work dir, and what ``record`` returned."""
+        if key not in self.made:
+            folder = self.root / f"recording-{len(self.made)}"
+            template = Flor(folder / "home", folder / "work")
+            template.work.mkdir(parents=True)
+            template.extra = dict(f.extra)
+            self.made[key] = (template, record(template))
+        template, result = self.made[key]
+        shutil.copytree(template.home, f.home, dirs_exist_ok=True)
+        shutil.copytree(template.work, f.work, dirs_exist_ok=True)
+        return result  # type: ignore[no-any-return]
+
+
+def _importable(script: Path) -> str:
+    """A digest of ``script`` and of what beside it it can import: each file or folder of its
+    folder whose name the script's text mentions (an import names what it imports)."""
+    text = script.read_text()
+    digest = hashlib.sha256(text.encode())
+    for entry in sorted(script.parent.iterdir()):
+        if entry != script and re.search(rf"\b{re.escape(entry.stem)}\b", text):
+            files = sorted(entry.rglob("*.py")) if entry.is_dir() else [entry]
+            for path in files:
+                digest.update(str(path.relative_to(script.parent)).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 def _counted(
     folder: Path, proc: subprocess.CompletedProcess[str]
 ) -> tuple[subprocess.CompletedProcess[str], int]:
@@ -128,6 +183,11 @@ def flor_env(tmp_path: Path) -> Flor:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     return Flor(home, work)
+
+
+@pytest.fixture(scope="session")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    return Recordings(tmp_path_factory.mktemp("recordings"))
 
 
 @pytest.fixture(scope="session")

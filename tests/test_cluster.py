@@ -62,7 +62,7 @@ def record(f: Flor) -> None:
 def test_slurm_array_tasks_each_replay_their_segment(flor_env: Flor) -> None:
     f = flor_env
     record(f)
-    truth = f.python(f.copy(f"plain/{SCRIPT}", "outside", as_name=SCRIPT)).stdout
+    truth = f.truth(f.copy(f"plain/{SCRIPT}", "outside", as_name=SCRIPT))
     array = {"SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "3"}
     printed = []
     for task in ("1", "2", "3"):

@@ -7,6 +7,7 @@ rank 0 prints, so its stdout is what the user sees.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from conftest import Flor
 from flor.errors import FlorError
 from flor.replay.world import replay_world
 from flor.runs.records import RunMeta
-from flor.runtime.job import Job
+from flor.runtime.job import Feed, Job
 from flor.transform.sharding import sharded_state
 
 SCRIPT = "ddp_train.py"
@@ -33,6 +34,25 @@ def test_a_job_is_what_torchrun_describes() -> None:
         Job.from_env({"RANK": "0", "WORLD_SIZE": "2"})
     with pytest.raises(FlorError, match="outside 0..1"):
         Job.from_env({"RANK": "2", "WORLD_SIZE": "2", **TORCHRUN})
+
+
+def test_rank_0s_decisions_reach_the_other_ranks_ahead_and_in_order() -> None:
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    ranks = [Job(r, 2, r, 0, "127.0.0.1", server.port) for r in (0, 1)]
+    ranks[0].publish("checkpoint/1", "1")  # before the other rank reads
+    feed = ranks[1].feed("checkpoint", start=1)
+    assert feed.get(1) == "1"
+    for k, value in ((2, "0"), (3, "2"), (4, "1"), (5, Feed.END)):
+        ranks[0].publish(f"checkpoint/{k}", value)
+    ranks[0].close()
+    deadline = time.monotonic() + 10
+    while len(feed._values) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)  # read by the feed's own thread, before anyone asks
+    assert [feed.get(k) for k in (2, 3, 4)] == ["0", "2", "1"]
+    with pytest.raises(EOFError, match="ended"):
+        feed.get(5)
 
 
 def test_the_replay_world_follows_the_record() -> None:
@@ -236,7 +256,7 @@ def test_an_mp_spawn_script_records_its_ranks_and_replays_them(flor_env: Flor) -
     f.copy(script, as_name="spawn_train.py")
     f.cli("run", "--name", "spawned", "spawn_train.py", FLOR_EPSILON="1e9")
     assert "2 processes (mp.spawn)" in f.cli("show", "spawned").stdout
-    truth = f.python(f.copy(script, "outside", as_name="full.py")).stdout
+    truth = f.truth(f.copy(script, "outside", as_name="full.py"))
     f.copy(script, "outside", as_name="spawn_train.py")
     out, backwards = f.counting_backwards("spawned", ("replay", "--name", "spawned"))
     assert out.stdout == truth and "bias" in truth

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def test_sigkilled_record_replays_up_to_last_checkpoint(flor_env: Flor) -> None:
     assert committed == 6
 
     edited = f.copy("slow_steps.py", "outside")
-    truth = f.python(edited, "40").stdout.splitlines(keepends=True)
+    truth = f.truth(edited, "40").splitlines(keepends=True)
     replayed = f.python(edited, "--flor", "killed", "--replay_flor", "40")
     lines_per_iteration = 2
     assert replayed.stdout == "".join(truth[: committed * lines_per_iteration])
@@ -47,8 +48,22 @@ def test_sigkilled_record_replays_up_to_last_checkpoint(flor_env: Flor) -> None:
         assert seg.returncode == 0 and seg.stdout
 
 
-def _record_dense(f: Flor, width: str = "4") -> None:
-    f.python(f.copy("slow_steps.py"), "--flor", "exp", "8", FLOR_EPSILON="1e9", WIDTH=width)
+@pytest.fixture(scope="module")
+def dense_recording(tmp_path_factory: pytest.TempPathFactory) -> Flor:
+    """``slow_steps.py 8`` recorded as ``exp`` with a checkpoint every iteration, once."""
+    root = tmp_path_factory.mktemp("dense")
+    (root / "work").mkdir()
+    f = Flor(root / "home", root / "work")
+    f.python(f.copy("slow_steps.py"), "--flor", "exp", "8", FLOR_EPSILON="1e9", WIDTH="4")
+    return f
+
+
+@pytest.fixture
+def dense(flor_env: Flor, dense_recording: Flor) -> Flor:
+    """``flor_env`` holding its own copy of ``dense_recording`` (tests damage it)."""
+    shutil.copytree(dense_recording.home, flor_env.home)
+    shutil.copy(dense_recording.work / "slow_steps.py", flor_env.work)
+    return flor_env
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -60,21 +75,19 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None
         assert w in lines[0]
 
 
-def test_corrupt_checkpoint_inside_segment_is_reexecuted(flor_env: Flor) -> None:
-    f = flor_env
-    _record_dense(f)
+def test_corrupt_checkpoint_inside_segment_is_reexecuted(dense: Flor) -> None:
+    f = dense
     ckpt = sorted(f.latest_run("exp").glob("ckpt/00000005.*"))[0]
     ckpt.write_bytes(ckpt.read_bytes()[:-10] + b"0123456789")
     edited = f.copy("slow_steps.py", "outside")
-    truth = f.python(edited, "8").stdout
+    truth = f.truth(edited, "8")
     replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
     assert replayed.stdout == truth
     assert "checksum mismatch" in replayed.stderr and "re-executing" in replayed.stderr
 
 
-def test_missing_checkpoint_at_segment_start_is_one_line_error(flor_env: Flor) -> None:
-    f = flor_env
-    _record_dense(f)
+def test_missing_checkpoint_at_segment_start_is_one_line_error(dense: Flor) -> None:
+    f = dense
     (sorted(f.latest_run("exp").glob("ckpt/00000003.*"))[0]).unlink()  # segment 2/2 starts at 4
     edited = f.copy("slow_steps.py", "outside")
     proc = f.python(edited, "--flor", "exp", "--replay_flor", "2/2", "8", check=False)
@@ -92,9 +105,8 @@ def test_missing_checkpoint_at_segment_start_is_one_line_error(flor_env: Flor) -
         (["--flor", "bad/name"], ["run name"]),
     ],
 )
-def test_bad_flags_are_one_line_errors(flor_env: Flor, flags: list[str], words: list[str]) -> None:
-    f = flor_env
-    _record_dense(f)
+def test_bad_flags_are_one_line_errors(dense: Flor, flags: list[str], words: list[str]) -> None:
+    f = dense
     before = sorted(p.name for p in f.home.rglob("*"))
     proc = f.python(f.copy("slow_steps.py"), *flags, check=False)
     _one_line_error(proc, *words)
@@ -102,9 +114,8 @@ def test_bad_flags_are_one_line_errors(flor_env: Flor, flags: list[str], words: 
     assert sorted(p.name for p in f.home.rglob("*")) == before, "nothing written"
 
 
-def test_renamed_block_is_refused(flor_env: Flor) -> None:
-    f = flor_env
-    _record_dense(f)
+def test_renamed_block_is_refused(dense: Flor) -> None:
+    f = dense
     edited = f.work / "renamed.py"
     edited.write_text((f.work / "slow_steps.py").read_text().replace('"work"', '"other"'))
     proc = f.python(edited, "--flor", "exp", "--replay_flor", "8", check=False)
@@ -122,7 +133,7 @@ def test_script_flags_after_flor_flags_reach_the_script(flor_env: Flor) -> None:
 def test_full_disk_skips_checkpoints_and_training_goes_on(flor_env: Flor) -> None:
     f = flor_env
     script = f.copy("slow_steps.py")
-    plain = f.python(script, "6", WIDTH="300").stdout
+    plain = f.truth(script, "6", WIDTH="300")
 
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, 64_000))
@@ -141,5 +152,5 @@ def test_full_disk_skips_checkpoints_and_training_goes_on(flor_env: Flor) -> Non
     assert "flor: warning: checkpoint of iteration 0 skipped" in proc.stderr
     assert _commits(f, "full") == []
     edited = f.copy("slow_steps.py", "outside")
-    truth = f.python(edited, "6", WIDTH="300").stdout
+    truth = f.truth(edited, "6", WIDTH="300")
     assert f.python(edited, "--flor", "full", "--replay_flor", "6", WIDTH="300").stdout == truth

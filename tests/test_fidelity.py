@@ -59,7 +59,7 @@ def test_flor_run_outside_edit_replays_like_a_full_run(
     recorded = f.cli("run", "--name", "exp", name, FLOR_EPSILON=budget)
     assert recorded.stdout == plain.stdout
     write(f, FIDELITY / name, "outside")
-    truth = f.python(script).stdout
+    truth = f.truth(script)
     assert truth != plain.stdout, "the hindsight edit prints something new"
 
     whole, replay_backwards = backwards(f, "whole", ("replay", "--name", "exp"))
@@ -90,7 +90,7 @@ def test_hand_annotated_outside_edit_replays_like_a_full_run(
     plain, full_backwards = backwards(f, "plain", (str(script),), hand=True)
     assert f.python(script, "--flor", "exp", FLOR_EPSILON=budget).stdout == plain.stdout
     f.copy(name, "outside")
-    truth = f.python(script).stdout
+    truth = f.truth(script)
     whole, replay_backwards = backwards(
         f, "whole", (str(script), "--flor", "exp", "--replay_flor"), hand=True
     )
@@ -118,7 +118,7 @@ def test_rollout_inside_edit_reexecutes_and_matches(flor_env: Flor) -> None:
         )
     )
     script.write_text(hindsight(source, "none"))
-    truth = f.python(script).stdout
+    truth = f.truth(script)
     assert f.cli("replay", "--name", "exp").stdout == truth
     assert f.replays("exp")[-1]["probed"] == ["module.L0"]
 
@@ -133,7 +133,7 @@ def test_nothing_instrumented_refuses_segments(flor_env: Flor) -> None:
     recorded = f.cli("run", "--name", "exp", "main.py")
     assert "has no checkpoints" in recorded.stderr
     write(f, FIDELITY / "elsewhere" / "main.py", "outside")
-    truth = f.python(f.work / "main.py").stdout
+    truth = f.truth(f.work / "main.py")
     for extra in (["--segment", "2/3"], ["--workers", "2"]):
         refused = f.cli("replay", "--name", "exp", *extra, check=False)
         assert refused.returncode == 2 and refused.stdout == ""
@@ -178,4 +178,4 @@ def test_verify_catches_a_block_that_is_not_deterministic(
         verdict == "DIFFER"
     )
     if not args:  # deterministic: what it prints is what a full run prints
-        assert checked.stdout == f.python(f.work / "private_generator.py").stdout
+        assert checked.stdout == f.truth(f.work / "private_generator.py")

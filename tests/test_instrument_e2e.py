@@ -46,7 +46,7 @@ THROUGH_FLOR_RUN = {
 def test_instrumented_script_records_and_replays(flor_env: Flor, name: str) -> None:
     f = flor_env
     original, inst = _instrumented(f, name, "none")
-    plain = f.python(original).stdout
+    plain = f.truth(original)
     recorded = f.python(inst, "--flor", "exp", FLOR_EPSILON="1e9")
     assert recorded.stdout == plain, "the instrumented script must print what the original does"
 
@@ -54,7 +54,7 @@ def test_instrumented_script_records_and_replays(flor_env: Flor, name: str) -> N
         if f"# @{kind}:" not in (PLAIN / name).read_text():
             continue
         original, inst = _instrumented(f, name, kind)
-        truth = f.python(original).stdout
+        truth = f.truth(original)
         replayed = f.python(inst, "--flor", "exp", "--replay_flor")
         assert replayed.stdout == truth, f"{kind} edit"
         assert bool(f.replays("exp")[-1]["probed"]) == (kind == "inside")
@@ -72,7 +72,7 @@ def test_instrumented_segments_cover_the_run(flor_env: Flor, name: str) -> None:
     _, inst = _instrumented(f, name, "none")
     f.python(inst, "--flor", "exp")  # default, adaptive budget
     original, inst = _instrumented(f, name, "outside")
-    truth = f.python(original).stdout
+    truth = f.truth(original)
     outputs = [f.python(inst, "--flor", "exp", "--replay_flor", f"{i}/2").stdout for i in (1, 2)]
     segments = sorted(f.replays("exp"), key=lambda r: r["segment"])
     merged = segments[0]["output"].get("pre", "")

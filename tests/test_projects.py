@@ -48,11 +48,11 @@ def test_project_records_and_replays_every_edit(
     edit(f, project, "none")
     recorded = f.cli("run", "--name", "exp", entry, FLOR_EPSILON=DENSE)
     if project == "package_trainer":  # rewritten by the import hook (the others: in place)
-        assert recorded.stdout == f.python(f.work / entry).stdout
+        assert recorded.stdout == f.truth(f.work / entry)
     truths = {}
     for kind, probes in kinds.items():
         edit(f, project, kind)
-        truths[kind] = truth = f.python(f.work / entry).stdout
+        truths[kind] = truth = f.truth(f.work / entry)
         assert truth != recorded.stdout, f"{kind}: the edit prints something"
         assert f.cli("replay", "--name", "exp").stdout == truth, kind
         assert bool(probed(f)) == probes, kind

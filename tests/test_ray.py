@@ -76,7 +76,7 @@ def record(f: Flor) -> None:
 def test_probed_block_over_two_ray_tasks_equals_full_run(flor_env: Flor, ray_head: str) -> None:
     f = flor_env
     record(f)
-    truth = f.python(edited(f), *ARGS).stdout
+    truth = f.truth(edited(f), *ARGS)
     out = f.cli(
         "replay", "--name", "exp", "--workers", "2", "--backend", "ray", "--address", ray_head
     )
@@ -97,7 +97,7 @@ def test_killed_task_is_retried_and_output_is_complete(
     )
     script = edited(f, kill)
     once.touch()
-    truth = f.python(script, *ARGS).stdout
+    truth = f.truth(script, *ARGS)
     once.unlink()
     out = f.cli(
         "replay", "--name", "exp", "--workers", "2", "--backend", "ray", "--address", ray_head
@@ -119,5 +119,5 @@ def test_a_segment_that_keeps_failing_is_reported_and_the_rest_kept(
     assert out.returncode == 1
     assert "segment 2/2 failed" in out.stderr and "boom in epoch 6" in out.stderr
     assert "segment 1/2 done" in out.stderr
-    truth = f.python(edited(f), *ARGS).stdout
+    truth = f.truth(edited(f), *ARGS)
     assert out.stdout == truth[: truth.index("  train epoch 4 ")]  # segment 1's epochs 1-3

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import SCRIPTS as SCRIPT_DIR
-from conftest import Flor
+from conftest import Flor, Recordings
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +24,17 @@ SCRIPTS = [
 BUDGETS = {"dense": "1e9", "sparse": "1e-9"}
 
 
-def _record(f: Flor, name: str, args: list[str], budget: str) -> str:
-    original = f.copy(name)
-    plain = f.python(original, *args).stdout
-    recorded = f.python(original, "--flor", "exp", *args, FLOR_EPSILON=BUDGETS[budget])
-    assert recorded.stdout == plain, "recording must not change what the script prints"
-    assert "flor: recorded exp/" in recorded.stderr
-    return plain
+def _record(f: Flor, recordings: Recordings, name: str, args: list[str], budget: str) -> None:
+    """``name`` recorded as ``exp`` under ``budget`` (once per worker: tests share it)."""
+
+    def record(template: Flor) -> None:
+        original = template.copy(name)
+        plain = template.truth(original, *args)
+        recorded = template.python(original, "--flor", "exp", *args, FLOR_EPSILON=BUDGETS[budget])
+        assert recorded.stdout == plain, "recording must not change what the script prints"
+        assert "flor: recorded exp/" in recorded.stderr
+
+    recordings.into(f, (name, *args, budget), record)
 
 
 # Re-executing from the start (the sparse budget) is the same path for every shape: two of them.
@@ -43,12 +47,12 @@ OUTSIDE = [(*s, "dense") for s in SCRIPTS] + [
     ("name", "args", "budget"), OUTSIDE, ids=[f"{s[0]}-{s[2]}" for s in OUTSIDE]
 )
 def test_outside_edit_replays_like_full_run(
-    flor_env: Flor, name: str, args: list[str], budget: str
+    flor_env: Flor, recordings: Recordings, name: str, args: list[str], budget: str
 ) -> None:
     f = flor_env
-    _record(f, name, args, budget)
+    _record(f, recordings, name, args, budget)
     edited = f.copy(name, "outside")
-    truth = f.python(edited, *args).stdout
+    truth = f.truth(edited, *args)
     replayed, backward = f.counting_backwards(
         "replay", (str(edited), "--flor", "exp", "--replay_flor", *args), hand=True
     )
@@ -62,9 +66,11 @@ def test_outside_edit_replays_like_full_run(
 
 
 @pytest.mark.parametrize(("name", "args"), SCRIPTS, ids=[s[0] for s in SCRIPTS])
-def test_inside_edit_reexecutes_block(flor_env: Flor, name: str, args: list[str]) -> None:
+def test_inside_edit_reexecutes_block(
+    flor_env: Flor, recordings: Recordings, name: str, args: list[str]
+) -> None:
     f = flor_env
-    _record(f, name, args, "dense")
+    _record(f, recordings, name, args, "dense")
     assert "# @inside:" in (SCRIPT_DIR / name).read_text(), "the case needs an inside edit"
     edited = f.copy(name, "inside")
     truth, full = f.counting_backwards("full", (str(edited), *args), hand=True)
@@ -83,12 +89,12 @@ SEGMENTED = [(*SCRIPTS[0], "dense"), (*SCRIPTS[1], "sparse"), (*SCRIPTS[2], "den
 
 @pytest.mark.parametrize(("name", "args", "budget"), SEGMENTED, ids=[s[0] for s in SEGMENTED])
 def test_all_segments_print_every_iteration_once(
-    flor_env: Flor, name: str, args: list[str], budget: str
+    flor_env: Flor, recordings: Recordings, name: str, args: list[str], budget: str
 ) -> None:
     f = flor_env
-    _record(f, name, args, budget)
+    _record(f, recordings, name, args, budget)
     edited = f.copy(name, "outside")
-    truth = f.python(edited, *args).stdout
+    truth = f.truth(edited, *args)
     n = 3
     outputs = [
         f.python(edited, "--flor", "exp", "--replay_flor", f"{i}/{n}", *args).stdout

@@ -39,7 +39,7 @@ def test_run_then_replay_whole_parallel_and_by_segment(
 ) -> None:
     f = flor_env
     script = write(f, name, "none")
-    plain = f.python(script, *args).stdout
+    plain = f.truth(script, *args)
     recorded = f.cli("run", "--name", "exp", name, *args)
     assert recorded.stdout == plain
     markers = (PLAIN / name).read_text()
@@ -49,7 +49,7 @@ def test_run_then_replay_whole_parallel_and_by_segment(
         if f"# @{kind}:" not in markers:
             continue
         write(f, name, kind)
-        truths[kind] = truth = f.python(script, *args).stdout
+        truths[kind] = truth = f.truth(script, *args)
         assert f.cli("replay", "--name", "exp").stdout == truth, f"{kind}: 1 worker"
         if kind == parallel:
             two = f.cli("replay", "--name", "exp", "--workers", "2").stdout
@@ -173,7 +173,7 @@ def test_training_edits_are_reported(flor_env: Flor) -> None:
 
 def test_plan_iterations_and_looking_at_runs(flor_env: Flor) -> None:
     f = flor_env
-    plain = f.python(write(f, "while_condition.py", "none")).stdout
+    plain = f.truth(write(f, "while_condition.py", "none"))
     recorded = f.cli("run", "--name", "exp", "while_condition.py", FLOR_EPSILON="1e9")
     plan = f.cli("replay", "--name", "exp", "--plan").stdout
     # nothing edited: the last iteration runs (from the checkpoint before it, for the code
@@ -182,7 +182,7 @@ def test_plan_iterations_and_looking_at_runs(flor_env: Flor) -> None:
     assert "8 more not run: their recorded output is printed" in plan
     assert "estimate" in plan
     script = write(f, "while_condition.py", "outside")
-    truth_lines = f.python(script).stdout.splitlines(keepends=True)
+    truth_lines = f.truth(script).splitlines(keepends=True)
     chosen = f.cli("replay", "--name", "exp", "--iterations", "4").stdout
     assert chosen == "".join(truth_lines[8:10]), "iteration 4 alone: its two lines"
     assert f.cli("replay", "--name", "exp", FLOR_ITERATIONS="4").stdout == chosen
@@ -219,7 +219,7 @@ def test_gc_frees_bytes_and_keeps_what_it_should(flor_env: Flor) -> None:
     oldest = f.home / "exp" / runs_before[0]
     assert not list(oldest.glob("ckpt/*")) and (oldest / "run.json").exists()
     script = write(f, "while_condition.py", "outside")
-    truth = f.python(script).stdout
+    truth = f.truth(script)
     assert f.cli("replay", "--name", "exp", "--run", runs_before[0]).stdout == truth, (
         "re-executed, not restored"
     )

@@ -32,7 +32,7 @@ def write(f: Flor, kind: str, extra: str = "") -> Path:
 
 def truth(f: Flor) -> str:
     """Edit the script (a hindsight print) and run it plainly."""
-    return f.python(write(f, "outside")).stdout
+    return f.truth(write(f, "outside"))
 
 
 def cache(f: Flor) -> Path:
@@ -212,7 +212,7 @@ def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str]) -> Non
 
 
 def _replays_from_s3_alone(f: Flor) -> None:
-    expected = f.python(_gated_script(f, "outside")).stdout
+    expected = f.truth(_gated_script(f, "outside"))
     shutil.rmtree(cache(f))
     assert f.cli("replay", "--name", "ft", "--workers", "2").stdout == expected
 

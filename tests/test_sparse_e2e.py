@@ -66,7 +66,7 @@ def test_sparse_replay_under_the_adaptive_budget(flor_env: Flor, kind: str) -> N
     f = flor_env
     _record(f, "")  # the default budget
     edited = _edited(f, kind)
-    truth = f.python(edited, str(ITERATIONS)).stdout
+    truth = f.truth(edited, str(ITERATIONS))
     replayed, backward = f.counting_backwards(
         "replay", (edited, str(ITERATIONS), "--flor", "exp", "--replay_flor"), hand=True
     )
@@ -87,7 +87,7 @@ def test_a_test_on_model_state_falls_back_to_every_iteration_and_says_so(flor_en
     )
     edited = f.work / "edited_state.py"
     edited.write_text(source)
-    truth = f.python(edited, str(ITERATIONS)).stdout
+    truth = f.truth(edited, str(ITERATIONS))
     replayed = f.python(edited, str(ITERATIONS), "--flor", "exp", "--replay_flor")
     assert replayed.stdout == truth
     assert "replaying every iteration: line 34: `loss.item() < 0.9` calls loss.item()" in (
@@ -101,7 +101,7 @@ def test_sparse_segments_merge_into_the_full_run(flor_env: Flor) -> None:
     script = f.copy(SCRIPT)
     f.cli("run", "--name", "exp", str(script), str(ITERATIONS))
     edited = _edited(f, "eval")
-    truth = f.python(edited, str(ITERATIONS)).stdout
+    truth = f.truth(edited, str(ITERATIONS))
     args = ("--workers", "2", "--threads", "auto", edited, str(ITERATIONS))
     merged = f.cli("replay", "--name", "exp", *args)
     assert merged.stdout == truth
@@ -116,7 +116,7 @@ def test_a_value_the_loop_never_assigns_keeps_this_processs_value(flor_env: Flor
     source = script.read_text().replace(EVAL_LINE, EVAL_LINE + '        print("  label", label)\n')
     edited = f.work / "edited_label.py"
     edited.write_text(source)
-    truth = f.python(edited, str(ITERATIONS), RUN_LABEL="replay").stdout
+    truth = f.truth(edited, str(ITERATIONS), RUN_LABEL="replay")
     args = ("--flor", "exp", "--replay_flor")
     replayed = f.python(edited, str(ITERATIONS), *args, RUN_LABEL="replay")
     assert replayed.stdout == truth and "label replay" in truth
@@ -135,7 +135,7 @@ def test_a_storage_budget_thins_the_record_and_replay_still_matches(flor_env: Fl
     run = f.latest_run("exp")
     assert len(list((run / "ckpt").iterdir())) == 5
     edited = _edited(f, "eval")
-    truth = f.python(edited, str(ITERATIONS)).stdout
+    truth = f.truth(edited, str(ITERATIONS))
     replay = (edited, str(ITERATIONS), "--flor", "exp", "--replay_flor")
     replayed, backward = f.counting_backwards("replay", replay, hand=True)
     assert replayed.stdout == truth

@@ -109,15 +109,16 @@ class Lookahead:
         self.seen = [0] * len(guards.guards)
         self.fired = [0] * len(guards.guards)
 
-    def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool:
-        """Whether a rare test fires in iteration ``g + 1``; ``known``: what ``g`` started with."""
-        ahead = dict(known)
+    def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup, ahead: int = 1) -> bool:
+        """Whether a rare test fires in iteration ``g + ahead``; ``known``: what ``g`` started
+        with."""
+        then = dict(known)
         for name, step in self.steps.items():
-            if name in ahead:
-                ahead[name] += step
+            if name in then:
+                then[name] += step * ahead
         fires = False
         for i in range(len(self.seen)):
-            holds = self.guards.holds(i, g + 1, ahead, lookup)
+            holds = self.guards.holds(i, g + ahead, then, lookup)
             if holds is None:
                 continue
             self.seen[i] += 1

@@ -9,10 +9,12 @@ the checkpoints outgrow the storage budget.
 Under torchrun every rank records: one run id, agreed through the launcher's
 store (``Job``), and a journal per rank. Rank 0's policy decides which
 iterations are checkpointed and the others follow it, so every rank holds a
-checkpoint of the same iterations and a restore is consistent. State the ranks
-share (a DDP model, its optimizer) has the same bytes on every rank, so its
-tensor blobs are stored once; what is each rank's own (RNG streams, the
-sampler's position, rank-local values) is in its own checkpoint.
+checkpoint of the same iterations and a restore is consistent. It decides one
+iteration ahead, so that the decision has reached the other ranks by the time
+they need it, and none of them waits for it. State the ranks share (a DDP
+model, its optimizer) has the same bytes on every rank, so its tensor blobs are
+stored once; what is each rank's own (RNG streams, the sampler's position,
+rank-local values) is in its own checkpoint.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpointer import Checkpointer, Written
 from flor.runtime.clock import IterationClock
 from flor.runtime.conditions import Lookahead, lookup_frame
-from flor.runtime.job import Job
+from flor.runtime.job import Feed, Job
 from flor.runtime.journal import RunJournal
 from flor.runtime.loop_scalars import LoopScalars
 from flor.runtime.options import Options
@@ -79,6 +81,9 @@ class Recorder(Session):
         self.written: list[Future[Written]] = []
         self._checkpointing: Decision | None = None  # decided at the iteration's first block end
         self._unrestorable = False  # some block's state cannot be saved: never checkpoint
+        self._points = 0  # iterations decided so far (those with a block end)
+        self._ahead = Decision.TAKE  # rank 0 in a job: the next one's decision (the first: taken)
+        self._feed: Feed | None = None  # other ranks: rank 0's decisions, read ahead
         self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
         self._closed = False
         self.meta = self._initial_meta()
@@ -250,39 +255,50 @@ class Recorder(Session):
         self.stdout.bucket = str(g)
         start = time.perf_counter()
         compute = self.clock.end_block(g)
-        if self._checkpointing is None:
+        first = self._checkpointing is None  # the iteration's first block end decides
+        if first:
             self._checkpointing = self._decide(compute, g, frame)
         stall = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
+        if first and self.job is not None and self.job.rank == 0:
+            self._decide_ahead(compute, g, frame)  # after the stall, which the policy learns
         own = time.perf_counter() - start
         self.clock.stalled(own)
         self.bookkeeping += own - stall  # the checkpoint's stall is charged to it
         return (*objs, *named.values())
 
     def _decide(self, compute: float, g: int, frame: Frame) -> Decision:
-        """Whether iteration ``g`` is checkpointed: the policy's call, rank 0's in a job."""
-        job = self.job
-        if job is not None and job.rank > 0:
-            decided = Decision(int(job.wait(f"checkpoint/{g}")))
-            return Decision.SKIP if self._unrestorable else decided
-        decision = (
-            Decision.SKIP
-            if self._unrestorable
-            else self.policy.decide(compute, g, self._next_is_periodic(g, frame))
-        )
-        if job is not None:
-            job.publish(f"checkpoint/{g}", str(int(decision)))
-            if (
-                g >= DECISIONS_KEPT
-            ):  # ranks stay in step, far closer than this: keep the store small
-                job.forget(f"checkpoint/{g - DECISIONS_KEPT}")
-        return decision
+        """Whether iteration ``g`` is checkpointed: the policy's call, alone; in a job, what
+        rank 0 decided one iteration ahead (every rank then knows it before it is needed)."""
+        if self.job is None:
+            decided = self.policy.decide(compute, g, self._periodic_ahead(g, frame, 1))
+        elif self.job.rank == 0:
+            decided = self._ahead
+        elif self._points == 0:
+            decided = Decision.TAKE  # as on rank 0: the first is always taken
+        else:
+            self._feed = self._feed or self.job.feed("checkpoint", start=1)
+            decided = Decision(int(self._feed.get(self._points)))
+        self._points += 1
+        return Decision.SKIP if self._unrestorable else decided
 
-    def _next_is_periodic(self, g: int, frame: Frame) -> Callable[[], bool] | None:
-        ahead = self.lookahead
-        if ahead is None:
+    def _decide_ahead(self, compute: float, g: int, frame: Frame) -> None:
+        """Rank 0: decide the next iteration's checkpoint now, and tell the other ranks."""
+        job = self.job
+        assert job is not None
+        ahead = self.policy.decide(compute, g + 1, self._periodic_ahead(g, frame, 2))
+        self._ahead = Decision.SKIP if self._unrestorable else ahead
+        job.publish(f"checkpoint/{self._points}", str(int(self._ahead)))
+        if self._points >= DECISIONS_KEPT:  # ranks stay in step, far closer than this
+            job.forget(f"checkpoint/{self._points - DECISIONS_KEPT}")
+
+    def _periodic_ahead(self, g: int, frame: Frame, ahead: int) -> Callable[[], bool] | None:
+        """Whether iteration ``g + ahead`` is one of the loop's periodic ones (then
+        ``g + ahead - 1`` is the eve a checkpoint is preferred on)."""
+        lookahead = self.lookahead
+        if lookahead is None:
             return None
         lookup = lookup_frame(frame.f_locals, frame.f_globals)
-        return lambda: ahead.next_fires(g, self.scalars.current, lookup)
+        return lambda: lookahead.next_fires(g, self.scalars.current, lookup, ahead)
 
     def _checkpoint(
         self,
@@ -361,6 +377,8 @@ class Recorder(Session):
             return
         self._closed = True
         if self.job is not None:
+            if self.rank == 0:  # after the decision ahead: the other ranks' feeds stop
+                self.job.publish(f"checkpoint/{self._points + 1}", Feed.END)
             self.job.close()
         self.writer.close()
         self.meta = self.meta.updated(
