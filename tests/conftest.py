@@ -63,15 +63,16 @@ class Flor:
         """``python SCRIPT ARGS`` in the work dir."""
         return self._run([str(script), *args], check, env)
 
-    def truth(self, script: Path, *args: str, **env: str) -> str:
+    def truth(self, script: Path | str, *args: str, **env: str) -> str:
         """What a full ``python SCRIPT ARGS`` prints: the ground truth a replay must equal.
 
         Deterministic, so run once per test worker for the same script, the same files it
         can import, arguments and environment (tests replay one edit in several ways)."""
+        path = self.work / script  # the work dir's own, unless absolute
         environment = tuple(sorted({**self.extra, **env}.items()))
-        key = (str(script.relative_to(self.work)), _importable(script), args, environment)
+        key = (str(path.relative_to(self.work)), _importable(path), args, environment)
         if key not in _TRUTHS:
-            _TRUTHS[key] = self.python(script, *args, **env).stdout
+            _TRUTHS[key] = self.python(path, *args, **env).stdout
         return _TRUTHS[key]
 
     def python_m(self, module: str, *args: str) -> subprocess.CompletedProcess[str]:

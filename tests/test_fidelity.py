@@ -35,7 +35,6 @@ def write(f: Flor, source: Path, kind: str, name: str | None = None) -> Path:
 
 RUN_CASES = [  # (script, budget) recorded with `flor run`
     ("last_batch.py", DENSE),  # (1) a hindsight line reads `loss`, `logits` after the batch loop
-    ("last_batch.py", SPARSE),
     ("policy_lists.py", DENSE),  # (4) REINFORCE: lists on the policy, rollout then update
     ("model_optimizer.py", DENSE),  # (5) optimizer and rollout list held on the model
     ("lazy_env.py", DENSE),  # (6) an attribute the environment caches on first use

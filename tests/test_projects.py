@@ -56,6 +56,9 @@ def test_project_records_and_replays_every_edit(
         assert truth != recorded.stdout, f"{kind}: the edit prints something"
         assert f.cli("replay", "--name", "exp").stdout == truth, kind
         assert bool(probed(f)) == probes, kind
+        if probes and project != "package_trainer":  # (its segments: the `-m` test below)
+            two = f.cli("replay", "--name", "exp", "--workers", "2")  # segments 1/2 and 2/2
+            assert two.stdout == truth, f"{kind}: 2 workers"
     if project == "package_trainer":  # the last edit (the callback's) is in train.py
         shown = f.cli("show", "exp").stdout
         assert "mypkg/model.py, mypkg/trainer.py (rewritten)" in shown
