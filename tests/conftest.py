@@ -138,8 +138,9 @@ _TRUTHS: dict[tuple, str] = {}  # Flor.truth's, per test worker
 
 class Recordings:
     """Recordings made once per test worker, each copied into every test that asks for it
-    (which then replays, or damages, its own copy). For scripts replayed by path: a run
-    names the script it recorded by its absolute path, the original's."""
+    (which then replays, or damages, its own copy). Only for hand-annotated scripts, which
+    replay by their own path: a run keeps its script's absolute path, so ``flor replay
+    --name`` of a copy would run the template's script."""
 
     def __init__(self, root: Path) -> None:
         self.root = root

@@ -51,7 +51,7 @@ def test_rank_0s_decisions_reach_the_other_ranks_ahead_and_in_order() -> None:
     while len(feed._values) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)  # read by the feed's own thread, before anyone asks
     assert [feed.get(k) for k in (2, 3, 4)] == ["0", "2", "1"]
-    with pytest.raises(EOFError, match="ended"):
+    with pytest.raises(EOFError, match="rank 0 ended"):
         feed.get(5)
 
 

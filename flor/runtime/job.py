@@ -158,7 +158,10 @@ class Feed:
                     self._values[index] = value
                     self._ready.notify_all()
                 index += 1
-            failure: BaseException = EOFError(f"{prefix}/{index}: the publishing rank ended")
+            failure: BaseException = EOFError(
+                f"{prefix}/{index}: rank 0 ended before this rank asked for it (the ranks ran "
+                "different iterations)"
+            )
         except BaseException as e:  # the job is gone, or rank 0 went silent past WAIT
             failure = e
         with self._ready:
