@@ -261,3 +261,10 @@ def test_an_mp_spawn_script_records_its_ranks_and_replays_them(flor_env: Flor) -
     out, backwards = f.counting_backwards("spawned", ("replay", "--name", "spawned"))
     assert out.stdout == truth and "bias" in truth
     assert backwards == 0  # both ranks restored every epoch
+    # An error in a spawned process is shown on the script's own lines, as python shows it.
+    raising = f.copy(script, "raises", as_name="spawn_train.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(raising, 1) if "boom" in text)
+    failed = f.cli("replay", "--name", "spawned", check=False)
+    assert failed.returncode == 1
+    assert f'spawn_train.py", line {line}, in main_worker\n    raise ValueError' in failed.stderr
+    assert "ValueError: boom on rank 0" in failed.stderr

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flor.runtime.execfile import user_traceback
 from flor.runtime.job import WAIT, Job
 from flor.runtime.options import Options
 from flor.runtime.reporter import Reporter
@@ -120,6 +121,10 @@ class Worker:
         except SystemExit as e:  # a replay past its last iteration, or the script's own exit
             status = e.code if isinstance(e.code, int) else 1
             raise
+        except Exception as e:  # torch would print it on the rewritten script's line numbers
+            script, source = self.options.script or "", self.options.source or ""
+            reporter.write(user_traceback(e, script, source, self.options.original))
+            raise SystemExit(1) from None  # mp.spawn then says which process exited
         finally:
             session.close(status)
 

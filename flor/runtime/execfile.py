@@ -75,7 +75,7 @@ def run_as_main(
         reporter.error(e.message)
         return e.exit_code
     except BaseException as e:
-        reporter.write(_user_traceback(e, path, source, original))
+        reporter.write(user_traceback(e, path, source, original))
         from flor.runtime.context import report_where
 
         report_where()
@@ -96,7 +96,9 @@ def _exit_status(e: SystemExit, reporter: Reporter) -> int:
     return 1
 
 
-def _user_traceback(e: BaseException, path: str, source: str, original: str | None) -> str:
+def user_traceback(e: BaseException, path: str, source: str, original: str | None) -> str:
+    """The traceback python would print for ``e`` raised by the script at ``path``: from the
+    script's own first frame, on the lines of ``original`` where flor ran ``source``."""
     frames = traceback.extract_tb(e.__traceback__)
     while frames and frames[0].filename != path:
         frames.pop(0)  # flor's own frames, before the script's

@@ -36,6 +36,7 @@ def main_worker(rank, world_size, port, args):
         if rank == 0:
             print(f"epoch {epoch} loss {running / len(loader):.5f}")
             # @outside: print(f"epoch {epoch} bias {model.module.bias.item():.6f}")
+    # @raises: raise ValueError(f"boom on rank {rank}")
     dist.destroy_process_group()
 
 
