@@ -110,8 +110,13 @@ def _when(ts: float | None) -> str:
 )
 @click.option("--write", is_flag=True, help="Rewrite SCRIPT in place.")
 @click.option("--all", "every_file", is_flag=True, help="With --write: every file it rewrites.")
+@click.option(
+    "-m", "as_module", is_flag=True, help="SCRIPT names a module, as in `flor run -m`."
+)
 @one_line_errors
-def instrument(script: str, output: str | None, write: bool, every_file: bool) -> None:
+def instrument(
+    script: str, output: str | None, write: bool, every_file: bool, as_module: bool
+) -> None:
     """Rewrite SCRIPT for flor: wrap its main loop in flor.it and its training in a SkipBlock.
 
     The loop may live in a project file SCRIPT imports: that file is rewritten instead.
@@ -119,8 +124,12 @@ def instrument(script: str, output: str | None, write: bool, every_file: bool) -
     each block and its state, warnings) on stderr. Add `# flor: skip` above a loop, or
     `# flor: skip-file` at the top of a file, to opt out.
     """
-    files = ProjectFiles(script)
-    result = instrument_project(SourceFile(ENTRY, script, read_script(script)), files.resolve)
+    package = None
+    if as_module:
+        script, package = module_script(script), script.rpartition(".")[0]
+    files = ProjectFiles(script, as_module)
+    entry = SourceFile(ENTRY, script, read_script(script), package=package)
+    result = instrument_project(entry, files.resolve)
     if result.entry.error:
         raise FlorError("syntax", f"{script}:{result.entry.error}")
     elsewhere = [r.filename for r in result.others if r.changed]

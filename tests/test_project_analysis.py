@@ -182,3 +182,60 @@ def test_arguments_a_callee_takes_through_kwargs_count_as_mutated() -> None:
         },
     )
     assert blocks(result)[0][2] == ("model", "optimizer")
+
+
+def test_a_star_import_binds_what_the_module_exports() -> None:
+    """``from engine import *`` takes ``__all__``'s names, or else the public ones, also
+    through a package's ``__init__`` that star-imports its module."""
+    train = "def fit(model, optimizer):\n" + STEP.replace("x", "1.0")
+    loop = """\
+        import torch
+        from {module} import *
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(3):
+            {call}(model, optimizer)
+        """
+    listed = {"engine": '__all__ = ["fit"]\n' + train}
+    assert blocks(project(loop.format(module="engine", call="fit"), listed))[0][1] == "module.L0"
+    hidden = {"engine": '__all__ = ["other"]\n' + train}
+    assert blocks(project(loop.format(module="engine", call="fit"), hidden)) == []
+    private = {"engine": train.replace("def fit", "def _fit")}
+    assert blocks(project(loop.format(module="engine", call="_fit"), private)) == []
+    package = {"pkg.__init__": "from .engine import *\n", "pkg.engine": train}
+    assert blocks(project(loop.format(module="pkg", call="fit"), package))[0][1] == "module.L0"
+
+
+def test_a_method_of_an_object_another_object_holds() -> None:
+    """``runner.agent.learn()``: Runner's ``__init__`` binds ``self.agent = Agent()``."""
+    result = project(
+        """\
+        from runner import Runner
+        runner = Runner()
+        for episode in range(4):
+            runner.agent.learn()
+        """,
+        {
+            "runner": "from agents import Agent\nclass Runner:\n"
+            "    def __init__(self):\n        self.agent = Agent()\n",
+            "agents": "class Agent:\n    def learn(self):\n"
+            + textwrap.indent(STEP.replace("x", "1.0"), "    "),
+        },
+    )
+    assert blocks(result) == [("main.py", "module.L0", ("runner",))]
+
+
+def test_processes_started_in_another_file_are_refused_there() -> None:
+    """No loop trains in the entry: the reason is the other file's multiprocessing."""
+    result = project(
+        "import torch\nfrom workers import launch\nlaunch(torch.nn.Linear(2, 1))\n",
+        {
+            "workers": "import torch.multiprocessing as mp\ndef train(model):\n"
+            + textwrap.indent(STEP, "    ").replace("model(x)", "model(torch.ones(2))")
+            + "def launch(model):\n    model.share_memory()\n"
+            "    mp.Process(target=train, args=(model,)).start()\n"
+        },
+    )
+    assert not result.entry.changed and blocks(result) == []
+    assert result.report().startswith("workers.py:8: warning: `model.share_memory(...)`: ")
+    assert "main.py runs without checkpoints" in result.report()

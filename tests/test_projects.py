@@ -59,6 +59,8 @@ def test_project_records_and_replays_every_edit(
         if probes and project != "package_trainer":  # (its segments: the `-m` test below)
             two = f.cli("replay", "--name", "exp", "--workers", "2")  # segments 1/2 and 2/2
             assert two.stdout == truth, f"{kind}: 2 workers"
+            thirds = [f.cli("replay", "--name", "exp", "--segment", f"{i}/3") for i in (1, 2, 3)]
+            assert "".join(s.stdout for s in thirds) == truth, f"{kind}: segments i/3"
     if project == "package_trainer":  # the last edit (the callback's) is in train.py
         shown = f.cli("show", "exp").stdout
         assert "mypkg/model.py, mypkg/trainer.py (rewritten)" in shown
@@ -111,6 +113,7 @@ def test_a_module_in_a_package_replays_by_segment_and_with_dash_m(flor_env: Flor
     covered = [it for seg in f.replays("exp")[-3:] for it in seg["iterations"]]
     assert sorted(covered) == list(range(30)) and len(covered) == 30
     assert "".join(s.stdout for s in segments) == truth
+    assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
     missing = f.cli("run", "--name", "exp", "-m", "mypkg.nothing", check=False)
     assert missing.returncode == 2 and "no module mypkg.nothing" in missing.stderr
 
@@ -132,3 +135,42 @@ def test_instrument_prints_a_diff_per_file_and_writes_the_tree(flor_env: Flor) -
     shutil.rmtree(f.work / "out")
     f.cli("instrument", "--write", "--all", "train.py")
     assert "flor.it(" in (f.work / "mypkg" / "trainer.py").read_text()
+
+
+# More layouts (tests/test_project_layouts.py finds their loops): how each is started, the
+# folders it needs on PYTHONPATH, and for each edit whether it probes the block.
+MORE = [
+    ("train_util", ("scripts/train.py",), ".", {"outside": False, "inside": True}),
+    ("star_import", ("main.py",), "", {"inside": True}),
+    ("runner_chain", ("main.py",), "", {"outside": False, "inside": True}),
+    ("nested_function", ("main.py",), "", {"outside": False, "inside": True}),
+    ("fitter_method", ("train.py",), "", {"outside": False, "inside": True}),
+    ("relative_subpkg", ("-m", "proj.tools.train"), "", {"inside": True}),
+    ("loader_workers", ("train.py",), "", {"outside": False, "inside": True}),
+]
+
+
+@pytest.mark.parametrize(("project", "entry", "path", "kinds"), MORE, ids=[c[0] for c in MORE])
+def test_more_layouts_record_as_they_run_and_replay_every_edit(
+    flor_env: Flor, project: str, entry: tuple[str, ...], path: str, kinds: dict[str, bool]
+) -> None:
+    """The record prints what a plain run does; each edit's replay equals a full run of the
+    edited project (a plain run, not memoized: the package may sit outside the entry's
+    folder)."""
+    f = flor_env
+    env = {"PYTHONPATH": str(f.work / path)} if path else {}
+
+    def plain() -> str:
+        if entry[0] == "-m":
+            return f.python_m(entry[1]).stdout
+        return f.python(f.work / entry[0], **env).stdout
+
+    edit(f, project, "none")
+    recorded = f.cli("run", "--name", "exp", *entry, FLOR_EPSILON=DENSE, **env)
+    assert recorded.stdout == plain()
+    for kind, probes in kinds.items():
+        edit(f, project, kind)
+        truth = plain()
+        assert truth != recorded.stdout, f"{kind}: the edit prints something"
+        assert f.cli("replay", "--name", "exp", **env).stdout == truth, kind
+        assert bool(probed(f)) == probes, kind

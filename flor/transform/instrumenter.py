@@ -63,6 +63,10 @@ def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrument
     by_file: dict[int, list[tuple[Loop, FunctionNode | None]]] = {}
     programs = {id(p): p}
     found = main_loops(p)
+    if not found:  # training started from another file in processes flor cannot follow?
+        why = _refused_elsewhere(project, files, filename)
+        if why is not None:
+            return ProjectInstrumented(Instrumented(filename, source, source), (why,), files)
     for q, loop, owner in found:
         programs[id(q)] = q
         by_file.setdefault(id(q), []).append((loop, owner))
@@ -78,6 +82,19 @@ def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrument
     if any(q is p and owner is not None and p.qualname(owner) in targets for q, _, owner in found):
         main = replace(main, spawned=True)
     return ProjectInstrumented(main, tuple(results.values()), files)
+
+
+def _refused_elsewhere(
+    project: Project, files: tuple[SourceFile, ...], entry: str
+) -> Instrumented | None:
+    """The first project file the entry imports that starts processes (``mp.Process``,
+    ``share_memory``, ``mp.spawn`` of another file's function), with the note why."""
+    for f in files:
+        q = project.program(f.module)
+        note = None if q is None else refuse_multiprocessing(q, f"{entry} runs without checkpoints")
+        if note is not None:
+            return Instrumented(f.path, f.source, f.source, notes=(note,))
+    return None
 
 
 def _no_project(module: str) -> SourceFile | None:

@@ -196,13 +196,23 @@ def _target_loop(p: Program, node: cst.CSTNode) -> cst.CSTNode | None:
     return None
 
 
-def refuse_multiprocessing(p: Program) -> Note | None:
+def refuse_multiprocessing(
+    p: Program, outcome: str = "the file is left unchanged"
+) -> Note | None:
     """Hogwild/A3C-style shared models cannot be replayed faithfully. ``mp.spawn`` of a
-    function of the file can: its processes are the ranks of a job."""
+    function of the file can: its processes are the ranks of a job. ``outcome``: what the
+    note says flor does instead."""
     for call in (n for n in p.walk(p.module) if isinstance(n, cst.Call)):
-        if spawned(call) in p.functions:
+        target = spawned(call)
+        if target in p.functions:
             continue
         name = dotted(call.func)
+        if target is not None:
+            return Note(
+                p.line(call),
+                f"`{name}({target}, ...)`: {target} is not defined in this file, and flor "
+                f"records the ranks `mp.spawn` starts only when it is; {outcome}",
+            )
         if name.endswith(
             ("share_memory", ".spawn", "mp.Process", "multiprocessing.Process")
         ) or name in (
@@ -212,6 +222,6 @@ def refuse_multiprocessing(p: Program) -> Note | None:
             return Note(
                 p.line(call),
                 f"`{name}(...)`: multiprocessing training cannot be replayed "
-                "faithfully; the file is left unchanged",
+                f"faithfully; {outcome}",
             )
     return None

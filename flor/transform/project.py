@@ -137,6 +137,9 @@ class Project:
                             return self._definition(
                                 base, dotted(alias.name), functions_only, depth + 1
                             )
+        star = self._star_target(q, name)  # `from .engine import *` in __init__.py
+        if star is not None:
+            return self._definition(star[0], name, functions_only, depth + 1)
         return []
 
     def _methods(
@@ -175,15 +178,20 @@ class Project:
         ]
 
     def _classes_of(
-        self, p: Program, receiver: cst.BaseExpression
+        self, p: Program, receiver: cst.BaseExpression, depth: int = 0
     ) -> list[tuple[Program, cst.ClassDef]]:
         """The project classes ``receiver`` may be an instance of: ``Cls(...)`` itself, a
-        name bound (in its scope) to such a call, or ``self.x`` that a method of the
-        enclosing class binds to one (``self.agent = PPO(...)``)."""
+        name bound (in its scope) to such a call, ``self.x`` that a method of the
+        enclosing class binds to one (``self.agent = PPO(...)``), or ``obj.x`` that a
+        method of ``obj``'s class binds to one."""
         if isinstance(receiver, cst.Call):
             return self._class_named(p, receiver.func)
         if isinstance(receiver, cst.Attribute) and dotted(receiver.value) == "self":
-            return self._attribute_classes(p, receiver)
+            owner = next((a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None)
+            return [] if owner is None else self._attribute_classes(p, owner, receiver.attr.value)
+        if isinstance(receiver, cst.Attribute) and depth < 5:  # runner.agent: Runner's agent
+            owners = self._classes_of(p, receiver.value, depth + 1)
+            return [c for q, cls in owners for c in self._attribute_classes(q, cls, receiver.attr.value)]
         if not isinstance(receiver, cst.Name):
             return []
         scope = p.scope(receiver)
@@ -200,17 +208,16 @@ class Project:
         return out
 
     def _attribute_classes(
-        self, p: Program, receiver: cst.Attribute
+        self, p: Program, owner: cst.ClassDef, attribute: str
     ) -> list[tuple[Program, cst.ClassDef]]:
-        owner = next((a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None)
-        if owner is None:
-            return []
+        """The project classes that methods of ``owner`` (in ``p``) bind ``self.attribute``
+        to instances of (``self.agent = PPO(...)``)."""
         out = []
         for node in p.walk(owner):
             if (
                 isinstance(node, cst.Assign)
                 and isinstance(node.value, cst.Call)
-                and any(dotted(t.target) == dotted(receiver) for t in node.targets)
+                and any(dotted(t.target) == f"self.{attribute}" for t in node.targets)
             ):
                 out.extend(self._class_named(p, node.value.func))
         return out
@@ -241,8 +248,10 @@ class Project:
     def _import_target(self, p: Program, name: cst.Name) -> _Target | None:
         """What an import binds ``name`` to where it is used; None if no import does."""
         scope = p.scope(name)
-        if scope is None or name.value not in scope:
+        if scope is None:
             return None
+        if name.value not in scope or not scope[name.value]:
+            return self._star_target(p, name.value)  # unbound here: `from m import *`?
         for a in scope[name.value]:
             node = node_of(a)
             if isinstance(node, cst.Import):
@@ -260,6 +269,51 @@ class Project:
                     if base is not None and bound == name.value:
                         return base, dotted(alias.name)
         return None
+
+    def _star_target(self, p: Program, name: str, depth: int = 0) -> _Target | None:
+        """The module a ``from m import *`` of ``p`` takes ``name`` from (the last one wins,
+        as at run time); None if none exports it."""
+        for node in reversed(p.module.body):
+            star = node.body[0] if isinstance(node, cst.SimpleStatementLine) else None
+            if isinstance(star, cst.ImportFrom) and isinstance(star.names, cst.ImportStar):
+                base = _from_module(self.file(p.name), star)
+                if base is not None and self._exports(base, name, depth + 1):
+                    return base, name
+        return None
+
+    def _exports(self, module: str, name: str, depth: int = 0) -> bool:
+        """Whether ``from module import *`` binds ``name``: listed in its ``__all__`` if it
+        has one, else a public name it defines or imports at top level."""
+        q = self.program(module)
+        if q is None or depth > 5:
+            return False
+        listed = _all_names(q.module)
+        if listed is not None:
+            return name in listed
+        if name.startswith("_"):
+            return False
+        top = q.scope(q.module.body[0]) if q.module.body else None
+        if top is not None and name in top and top[name]:
+            return True
+        return self._star_target(q, name, depth) is not None
+
+
+def _all_names(module: cst.Module) -> set[str] | None:
+    """The strings of a top-level ``__all__ = [...]`` (or tuple); None if there is none."""
+    for stmt in module.body:
+        assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+        if (
+            isinstance(assign, cst.Assign)
+            and any(dotted(t.target) == "__all__" for t in assign.targets)
+            and isinstance(assign.value, (cst.List, cst.Tuple))
+        ):
+            return {
+                e.value.evaluated_value
+                for e in assign.value.elements
+                if isinstance(e.value, cst.SimpleString)
+                and isinstance(e.value.evaluated_value, str)
+            }
+    return None
 
 
 def _path(f: SourceFile) -> str:

@@ -14,7 +14,7 @@ agent = PPO(actor, lr=0.01, epochs=2)
 rollouts = RolloutStorage(steps=16)
 obs = env.reset()
 episode_return, returns = 0.0, []
-for update in range(8):
+for update in range(8):  # @main-loop
     for step in range(16):
         with torch.no_grad():
             probs = torch.softmax(actor(torch.as_tensor(obs, dtype=torch.float32)), -1)

@@ -24,7 +24,7 @@ lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.
 loss_scaler = utils.NativeScaler()
 
 max_accuracy = 0.0
-for epoch in range(args.epochs):
+for epoch in range(args.epochs):  # @main-loop
     train_stats = train_one_epoch(
         model, criterion, loader, optimizer, lr_scheduler, epoch, loss_scaler, model_ema
     )

@@ -29,7 +29,7 @@ class Trainer:
         model = self.model
         model.train()
         self.iter_time = time.time()
-        while True:
+        while True:  # @main-loop
             rows = torch.randint(0, len(self.tokens), (self.batch_size,))
             batch = self.tokens[rows]
             x, y = batch[:, :-1], batch[:, 1:]
