@@ -130,7 +130,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     record = f.torchrun("-m", "flor.cli", "run", "--name", "ddp", SCRIPT, FLOR_EPSILON="1e9")
     truths = {}
     for kind in ("outside", "inside"):
-        truths[kind] = f.torchrun(str(f.copy(script, kind, as_name=f"{kind}.py"))).stdout
+        truths[kind] = f.torchrun_truth(f.copy(script, kind, as_name=f"{kind}.py"))
     return Recorded(f, record.stdout, truths["outside"], truths["inside"])
 
 

@@ -50,7 +50,8 @@ def marked(project: Path, marker: str) -> list[str]:
 def instrument(project: Path, entry: tuple[str, ...], paths: tuple[str, ...]) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_")}
     if paths:
-        env["PYTHONPATH"] = os.pathsep.join(str(project / p) for p in paths)
+        inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = os.pathsep.join([*(str(project / p) for p in paths), *inherited])
     proc = subprocess.run(
         [sys.executable, "-m", "flor.cli", "instrument", *entry],
         capture_output=True,

@@ -9,6 +9,7 @@ script, inside it in the other file, in a callback) and replayed. Ground truth i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -158,7 +159,8 @@ def test_more_layouts_record_as_they_run_and_replay_every_edit(
     edited project (a plain run, not memoized: the package may sit outside the entry's
     folder)."""
     f = flor_env
-    env = {"PYTHONPATH": str(f.work / path)} if path else {}
+    inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    env = {"PYTHONPATH": os.pathsep.join([str(f.work / path), *inherited])} if path else {}
 
     def plain() -> str:
         if entry[0] == "-m":
