@@ -239,3 +239,27 @@ def test_processes_started_in_another_file_are_refused_there() -> None:
     assert not result.entry.changed and blocks(result) == []
     assert result.report().startswith("workers.py:8: warning: `model.share_memory(...)`: ")
     assert "main.py runs without checkpoints" in result.report()
+
+
+def test_a_method_of_what_a_factory_returns() -> None:
+    """``trainer = build_trainer(cfg)`` in another file returns ``Trainer(...)``, or a name
+    bound to one; ``trainer.fit()``'s loop is found in the trainer's file."""
+    trainer = """\
+        import torch
+        class Trainer:
+            def __init__(self):
+                self.model = torch.nn.Linear(2, 1)
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self):
+                for step in range(3):
+                    loss = self.model(torch.ones(2)).sum()
+                    loss.backward()
+                    self.optimizer.step()
+        """
+    for body in ("return Trainer()", "made = Trainer()\n    return made"):
+        result = project(
+            "from build import build_trainer\ntrainer = build_trainer(1)\ntrainer.fit()\n",
+            {"build": f"from trainer import Trainer\ndef build_trainer(cfg):\n    {body}\n",
+             "trainer": trainer},
+        )
+        assert blocks(result) == [("trainer.py", "trainer.Trainer.fit.L0", ("self",))], body

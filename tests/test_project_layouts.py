@@ -32,6 +32,7 @@ LAYOUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "fitter_method": (("train.py",), ()),
     "relative_subpkg": (("-m", "proj.tools.train"), ()),
     "loader_workers": (("train.py",), ()),
+    "factory_trainer": (("main.py",), ()),
     "hogwild": (("main.py",), ()),
     "spawn_elsewhere": (("main.py",), ()),
 }

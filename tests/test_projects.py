@@ -148,6 +148,7 @@ MORE = [
     ("fitter_method", ("train.py",), "", {"outside": False, "inside": True}),
     ("relative_subpkg", ("-m", "proj.tools.train"), "", {"inside": True}),
     ("loader_workers", ("train.py",), "", {"outside": False, "inside": True}),
+    ("factory_trainer", ("main.py",), "", {"outside": False, "inside": True}),
 ]
 
 

@@ -180,12 +180,12 @@ class Project:
     def _classes_of(
         self, p: Program, receiver: cst.BaseExpression, depth: int = 0
     ) -> list[tuple[Program, cst.ClassDef]]:
-        """The project classes ``receiver`` may be an instance of: ``Cls(...)`` itself, a
-        name bound (in its scope) to such a call, ``self.x`` that a method of the
-        enclosing class binds to one (``self.agent = PPO(...)``), or ``obj.x`` that a
-        method of ``obj``'s class binds to one."""
+        """The project classes ``receiver`` may be an instance of: ``Cls(...)`` itself or
+        what a factory returns (``make_agent(cfg)``), a name bound (in its scope) to such a
+        call, ``self.x`` that a method of the enclosing class binds to one
+        (``self.agent = PPO(...)``), or ``obj.x`` that a method of ``obj``'s class binds to one."""
         if isinstance(receiver, cst.Call):
-            return self._class_named(p, receiver.func)
+            return self._class_named(p, receiver.func) or self._made_by(p, receiver, depth)
         if isinstance(receiver, cst.Attribute) and dotted(receiver.value) == "self":
             owner = next((a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None)
             return [] if owner is None else self._attribute_classes(p, owner, receiver.attr.value)
@@ -193,6 +193,8 @@ class Project:
             owners = self._classes_of(p, receiver.value, depth + 1)
             return [c for q, cls in owners for c in self._attribute_classes(q, cls, receiver.attr.value)]
         if not isinstance(receiver, cst.Name):
+            return []
+        if depth > 5:
             return []
         scope = p.scope(receiver)
         if scope is None or receiver.value not in scope:
@@ -204,7 +206,23 @@ class Project:
             if isinstance(statement, (cst.AssignTarget, cst.AnnAssign)):
                 value = getattr(p.parent(statement), "value", value)
             if isinstance(value, cst.Call):
-                out.extend(self._class_named(p, value.func))
+                out.extend(self._classes_of(p, value, depth + 1))
+        return out
+
+    def _made_by(
+        self, p: Program, call: cst.Call, depth: int
+    ) -> list[tuple[Program, cst.ClassDef]]:
+        """The project classes a factory function ``call`` reaches returns instances of
+        (``return Trainer(cfg)``, or a name bound to one), in this file or another."""
+        if depth >= 5 or not isinstance(call.func, cst.Name):
+            return []
+        here = [(p, f) for f in p.callees(call) if not p.is_method(f)]
+        out = []
+        for q, fn in here or self.external(p, call):
+            for node in q.walk(fn):
+                value = node.value if isinstance(node, cst.Return) else None
+                if isinstance(value, (cst.Call, cst.Name)):
+                    out.extend(self._classes_of(q, value, depth + 1))
         return out
 
     def _attribute_classes(
@@ -219,7 +237,7 @@ class Project:
                 and isinstance(node.value, cst.Call)
                 and any(dotted(t.target) == f"self.{attribute}" for t in node.targets)
             ):
-                out.extend(self._class_named(p, node.value.func))
+                out.extend(self._classes_of(p, node.value, 1))
         return out
 
     def _symbol_of(self, p: Program, expr: cst.BaseExpression) -> _Target | None:
