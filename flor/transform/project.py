@@ -9,9 +9,10 @@ files. Which modules are the project's is the caller's ``resolve`` (it reads fil
 this module does not): never the standard library or site-packages.
 
 Linking is by what the source says, not by running it: ``import m``/``from m import f``
-(absolute and relative), ``m.f()``, ``f()``, and methods of instances of the project's
-classes (``agent = PPO(...)`` or ``self.agent = PPO(...)``, then ``agent.update()``), their
-project bases included.
+(absolute and relative) and ``from m import *``, ``m.f()``, ``f()``, and methods of instances
+of the project's classes (``agent = PPO(...)`` or ``self.agent = PPO(...)``, then
+``agent.update()``; down a chain, ``runner.agent.learn()``; what a factory returns,
+``build_trainer(cfg).fit()``), their project bases included.
 """
 
 from __future__ import annotations
@@ -183,18 +184,21 @@ class Project:
         """The project classes ``receiver`` may be an instance of: ``Cls(...)`` itself or
         what a factory returns (``make_agent(cfg)``), a name bound (in its scope) to such a
         call, ``self.x`` that a method of the enclosing class binds to one
-        (``self.agent = PPO(...)``), or ``obj.x`` that a method of ``obj``'s class binds to one."""
+        (``self.agent = PPO(...)``), or ``obj.x`` that a method of ``obj``'s class binds to
+        one."""
         if isinstance(receiver, cst.Call):
             return self._class_named(p, receiver.func) or self._made_by(p, receiver, depth)
-        if isinstance(receiver, cst.Attribute) and dotted(receiver.value) == "self":
-            owner = next((a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None)
-            return [] if owner is None else self._attribute_classes(p, owner, receiver.attr.value)
-        if isinstance(receiver, cst.Attribute) and depth < 5:  # runner.agent: Runner's agent
-            owners = self._classes_of(p, receiver.value, depth + 1)
-            return [c for q, cls in owners for c in self._attribute_classes(q, cls, receiver.attr.value)]
-        if not isinstance(receiver, cst.Name):
-            return []
-        if depth > 5:
+        if isinstance(receiver, cst.Attribute):
+            if dotted(receiver.value) == "self":
+                owner = next((a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None)
+                owners = [] if owner is None else [(p, owner)]
+            elif depth < 5:  # runner.agent: the classes Runner binds self.agent to
+                owners = self._classes_of(p, receiver.value, depth + 1)
+            else:
+                return []
+            attribute = receiver.attr.value
+            return [c for q, cls in owners for c in self._attribute_classes(q, cls, attribute)]
+        if not isinstance(receiver, cst.Name) or depth > 5:
             return []
         scope = p.scope(receiver)
         if scope is None or receiver.value not in scope:
