@@ -110,9 +110,7 @@ def _when(ts: float | None) -> str:
 )
 @click.option("--write", is_flag=True, help="Rewrite SCRIPT in place.")
 @click.option("--all", "every_file", is_flag=True, help="With --write: every file it rewrites.")
-@click.option(
-    "-m", "as_module", is_flag=True, help="SCRIPT names a module, as in `flor run -m`."
-)
+@click.option("-m", "as_module", is_flag=True, help="SCRIPT names a module, as in `flor run -m`.")
 @one_line_errors
 def instrument(
     script: str, output: str | None, write: bool, every_file: bool, as_module: bool

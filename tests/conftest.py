@@ -23,6 +23,15 @@ T = TypeVar("T")
 _MARK = re.compile(r"^(?P<indent>\s*)(?P<code>.*?)\s*# @(?P<kind>[a-z]+): (?P<stmt>.+)$")
 
 
+def pythonpath(*folders: Path) -> dict[str, str]:
+    """The environment that puts ``folders`` first on PYTHONPATH, before the inherited one
+    (a worktree's run points it at the tree under test); nothing for no folders."""
+    if not folders:
+        return {}
+    inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    return {"PYTHONPATH": os.pathsep.join([*map(str, folders), *inherited])}
+
+
 def hindsight(source: str, kind: str) -> str:
     """Apply the script's ``# @inside:``/``# @outside:`` markers of ``kind``.
 

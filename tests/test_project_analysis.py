@@ -259,7 +259,9 @@ def test_a_method_of_what_a_factory_returns() -> None:
     for body in ("return Trainer()", "made = Trainer()\n    return made"):
         result = project(
             "from build import build_trainer\ntrainer = build_trainer(1)\ntrainer.fit()\n",
-            {"build": f"from trainer import Trainer\ndef build_trainer(cfg):\n    {body}\n",
-             "trainer": trainer},
+            {
+                "build": f"from trainer import Trainer\ndef build_trainer(cfg):\n    {body}\n",
+                "trainer": trainer,
+            },
         )
         assert blocks(result) == [("trainer.py", "trainer.Trainer.fit.L0", ("self",))], body

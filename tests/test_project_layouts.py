@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS
+from conftest import SCRIPTS, pythonpath
 
 PROJECTS = SCRIPTS / "projects"
 
@@ -50,9 +50,7 @@ def marked(project: Path, marker: str) -> list[str]:
 
 def instrument(project: Path, entry: tuple[str, ...], paths: tuple[str, ...]) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_")}
-    if paths:
-        inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
-        env["PYTHONPATH"] = os.pathsep.join([*(str(project / p) for p in paths), *inherited])
+    env.update(pythonpath(*(project / p for p in paths)))
     proc = subprocess.run(
         [sys.executable, "-m", "flor.cli", "instrument", *entry],
         capture_output=True,
@@ -79,8 +77,11 @@ def test_the_main_loop_is_found_in_whichever_file_holds_it(project: str) -> None
     refused = marked(PROJECTS / project, "# @refused")
     if refused:
         assert loops == [], decisions
-        assert re.search(rf"^{refused[0]}: warning: `[^`]+`: .*(multiprocessing|mp\.spawn)",
-                         decisions, re.MULTILINE), decisions
+        assert re.search(
+            rf"^{re.escape(refused[0])}: warning: `[^`]+`: .*(multiprocessing|mp\.spawn)",
+            decisions,
+            re.MULTILINE,
+        ), decisions
         assert "no training loop found" not in decisions
         return
     assert loops == marked(PROJECTS / project, "# @main-loop"), decisions

@@ -9,11 +9,11 @@ script, inside it in the other file, in a callback) and replayed. Ground truth i
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
-from conftest import SCRIPTS, Flor, hindsight
+from conftest import SCRIPTS, Flor, hindsight, pythonpath
+from test_project_layouts import LAYOUTS
 
 pytestmark = pytest.mark.slow
 PROJECTS = SCRIPTS / "projects"
@@ -138,30 +138,30 @@ def test_instrument_prints_a_diff_per_file_and_writes_the_tree(flor_env: Flor) -
     assert "flor.it(" in (f.work / "mypkg" / "trainer.py").read_text()
 
 
-# More layouts (tests/test_project_layouts.py finds their loops): how each is started, the
-# folders it needs on PYTHONPATH, and for each edit whether it probes the block.
-MORE = [
-    ("train_util", ("scripts/train.py",), ".", {"outside": False, "inside": True}),
-    ("star_import", ("main.py",), "", {"inside": True}),
-    ("runner_chain", ("main.py",), "", {"outside": False, "inside": True}),
-    ("nested_function", ("main.py",), "", {"outside": False, "inside": True}),
-    ("fitter_method", ("train.py",), "", {"outside": False, "inside": True}),
-    ("relative_subpkg", ("-m", "proj.tools.train"), "", {"inside": True}),
-    ("loader_workers", ("train.py",), "", {"outside": False, "inside": True}),
-    ("factory_trainer", ("main.py",), "", {"outside": False, "inside": True}),
-]
+# More layouts (test_project_layouts.LAYOUTS says how each starts, and finds their loops):
+# for each edit its files mark, whether it probes the block.
+MORE = {
+    "train_util": {"outside": False, "inside": True},
+    "star_import": {"inside": True},
+    "runner_chain": {"outside": False, "inside": True},
+    "nested_function": {"outside": False, "inside": True},
+    "fitter_method": {"outside": False, "inside": True},
+    "relative_subpkg": {"inside": True},
+    "loader_workers": {"outside": False, "inside": True},
+    "factory_trainer": {"outside": False, "inside": True},
+}
 
 
-@pytest.mark.parametrize(("project", "entry", "path", "kinds"), MORE, ids=[c[0] for c in MORE])
+@pytest.mark.parametrize("project", sorted(MORE))
 def test_more_layouts_record_as_they_run_and_replay_every_edit(
-    flor_env: Flor, project: str, entry: tuple[str, ...], path: str, kinds: dict[str, bool]
+    flor_env: Flor, project: str
 ) -> None:
     """The record prints what a plain run does; each edit's replay equals a full run of the
     edited project (a plain run, not memoized: the package may sit outside the entry's
     folder)."""
     f = flor_env
-    inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
-    env = {"PYTHONPATH": os.pathsep.join([str(f.work / path), *inherited])} if path else {}
+    entry, paths = LAYOUTS[project]
+    env = pythonpath(*(f.work / p for p in paths))
 
     def plain() -> str:
         if entry[0] == "-m":
@@ -171,7 +171,7 @@ def test_more_layouts_record_as_they_run_and_replay_every_edit(
     edit(f, project, "none")
     recorded = f.cli("run", "--name", "exp", *entry, FLOR_EPSILON=DENSE, **env)
     assert recorded.stdout == plain()
-    for kind, probes in kinds.items():
+    for kind, probes in MORE[project].items():
         edit(f, project, kind)
         truth = plain()
         assert truth != recorded.stdout, f"{kind}: the edit prints something"

@@ -196,9 +196,7 @@ def _target_loop(p: Program, node: cst.CSTNode) -> cst.CSTNode | None:
     return None
 
 
-def refuse_multiprocessing(
-    p: Program, outcome: str = "the file is left unchanged"
-) -> Note | None:
+def refuse_multiprocessing(p: Program, outcome: str = "the file is left unchanged") -> Note | None:
     """Hogwild/A3C-style shared models cannot be replayed faithfully. ``mp.spawn`` of a
     function of the file can: its processes are the ranks of a job. ``outcome``: what the
     note says flor does instead."""
@@ -221,7 +219,6 @@ def refuse_multiprocessing(
         ):
             return Note(
                 p.line(call),
-                f"`{name}(...)`: multiprocessing training cannot be replayed "
-                f"faithfully; {outcome}",
+                f"`{name}(...)`: multiprocessing training cannot be replayed faithfully; {outcome}",
             )
     return None

@@ -190,14 +190,18 @@ class Project:
             return self._class_named(p, receiver.func) or self._made_by(p, receiver, depth)
         if isinstance(receiver, cst.Attribute):
             if dotted(receiver.value) == "self":
-                owner = next((a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None)
+                owner = next(
+                    (a for a in p.ancestors(receiver) if isinstance(a, cst.ClassDef)), None
+                )
                 owners = [] if owner is None else [(p, owner)]
             elif depth < 5:  # runner.agent: the classes Runner binds self.agent to
                 owners = self._classes_of(p, receiver.value, depth + 1)
             else:
                 return []
             attribute = receiver.attr.value
-            return [c for q, cls in owners for c in self._attribute_classes(q, cls, attribute)]
+            return [
+                c for q, cls in owners for c in self._attribute_classes(q, cls, attribute, depth)
+            ]
         if not isinstance(receiver, cst.Name) or depth > 5:
             return []
         scope = p.scope(receiver)
@@ -230,7 +234,7 @@ class Project:
         return out
 
     def _attribute_classes(
-        self, p: Program, owner: cst.ClassDef, attribute: str
+        self, p: Program, owner: cst.ClassDef, attribute: str, depth: int
     ) -> list[tuple[Program, cst.ClassDef]]:
         """The project classes that methods of ``owner`` (in ``p``) bind ``self.attribute``
         to instances of (``self.agent = PPO(...)``)."""
@@ -241,7 +245,7 @@ class Project:
                 and isinstance(node.value, cst.Call)
                 and any(dotted(t.target) == f"self.{attribute}" for t in node.targets)
             ):
-                out.extend(self._classes_of(p, node.value, 1))
+                out.extend(self._classes_of(p, node.value, depth + 1))
         return out
 
     def _symbol_of(self, p: Program, expr: cst.BaseExpression) -> _Target | None:
