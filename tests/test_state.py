@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 
 import numpy as np
 import pytest
 import torch
 
 from flor.errors import CorruptCheckpoint
-from flor.runtime.codec import decode, encode
+from flor.runtime.codec import MANIFEST, decode, encode
 from flor.runtime.state import (
     UNBOUND,
     Snapshot,
@@ -98,6 +99,24 @@ def test_module_train_mode_and_scheduler_flags_restored() -> None:
     model.eval()
     restore(model, nodes[0], {})
     assert model.training and model[1].training
+
+
+def test_a_modules_state_dict_keeps_its_order_and_versions_in_the_plain_manifest() -> None:
+    def net() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+
+    trained = net()
+    trained(torch.randn(4, 3))
+    enc = encode(capture(trained))
+    assert enc.data.startswith(MANIFEST)  # not torch.save's slower format
+    node = decode(enc.data, enc.sha256, "k")
+    sd = node["v"]
+    assert type(sd) is OrderedDict and list(sd) == list(trained.state_dict())
+    assert sd._metadata == trained.state_dict()._metadata  # BatchNorm's loading reads versions
+    fresh = net()
+    restore(fresh, node, {})
+    for a, b in zip(fresh.state_dict().values(), trained.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_self_reference() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import pickle
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -108,6 +109,11 @@ def _plain(x: Any, store: Store | None, out: Encoded) -> Any:
         return x
     if t is dict:
         return {k: _plain(v, store, out) for k, v in x.items()}
+    if t is OrderedDict:  # a module's state_dict: its _metadata (versions) matters to loading
+        return {
+            "__flor_odict__": [(k, _plain(v, store, out)) for k, v in x.items()],
+            "meta": _plain(getattr(x, "_metadata", None), store, out),
+        }
     if t is list:
         return [_plain(v, store, out) for v in x]
     if t is tuple:
@@ -179,6 +185,8 @@ def _join(x: Any, store: Store | None, key: str) -> Any:
             return pickle.loads(x["__flor_pickle__"])  # the manifest's checksum matched
         if "__flor_blob__" in x:
             return _load_blob(x, store, key)
+        if "__flor_odict__" in x:
+            return _ordered(x, store, key)
         if "__flor_raw__" in x:
             return _tensor(x["__flor_raw__"], x["dtype"], x["shape"])
         if len(x) == 1:
@@ -196,6 +204,13 @@ def _join(x: Any, store: Store | None, key: str) -> Any:
     elif isinstance(x, tuple):
         return tuple(_join(v, store, key) for v in x)
     return x
+
+
+def _ordered(x: dict[str, Any], store: Store | None, key: str) -> OrderedDict[Any, Any]:
+    out = OrderedDict((k, _join(v, store, key)) for k, v in x["__flor_odict__"])
+    if x["meta"] is not None:
+        out._metadata = _join(x["meta"], store, key)  # type: ignore[attr-defined]
+    return out
 
 
 def _load_blob(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tensor:
