@@ -39,13 +39,19 @@ RUN_CASES = [  # (script, budget) recorded with `flor run`
     ("model_optimizer.py", DENSE),  # (5) optimizer and rollout list held on the model
     ("lazy_env.py", DENSE),  # (6) an attribute the environment caches on first use
     ("dqn_steps.py", DENSE),  # step loop, replay buffer filled outside the update
+    ("stateful_loader.py", DENSE),  # a persistent StatefulDataLoader iterator with workers
 ]
 
 
 # Segments (--workers 2) for the shapes whose state crosses a segment boundary differently:
 # values read after the batch loop, lists on the policy, a replay buffer filled outside the
 # update. The others' segments are the same mechanism (and the suite must stay under 30 min).
-PARALLEL = {("last_batch.py", DENSE), ("policy_lists.py", DENSE), ("dqn_steps.py", DENSE)}
+PARALLEL = {
+    ("last_batch.py", DENSE),
+    ("policy_lists.py", DENSE),
+    ("dqn_steps.py", DENSE),
+    ("stateful_loader.py", DENSE),  # a segment starts from the loader's recorded position
+}
 
 
 @pytest.mark.parametrize(("name", "budget"), RUN_CASES, ids=[f"{n}-{b}" for n, b in RUN_CASES])

@@ -180,9 +180,40 @@ def test_a_dataloader_iterator_is_restored_to_its_position_without_loading_data(
         assert [next(fresh)[0].flatten().tolist() for _ in range(2)] == expected, how
 
 
-def test_a_dataloader_iterator_with_workers_says_why_it_cannot_be_saved() -> None:
+def test_a_dataloader_iterator_with_workers_says_why_it_cannot_be_saved_and_where() -> None:
     from torch.utils.data import DataLoader, TensorDataset
 
+    from flor.runtime import loader_position
+
+    loader_position.install()
     it = iter(DataLoader(TensorDataset(torch.zeros(8, 1)), batch_size=2, num_workers=1))
-    with pytest.raises(Unrestorable, match="worker processes"):
+    with pytest.raises(
+        Unrestorable, match=r"worker processes \(num_workers=1, created at test_state"
+    ):
         capture(it)
+
+
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")  # torchdata 0.11 on torch 2.13
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stateful_dataloader_iterator_resumes_from_its_own_state_in_place(workers: int) -> None:
+    from torch.utils.data import TensorDataset
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from flor.runtime import loader_position
+
+    loader_position.install()
+    ds = TensorDataset(torch.arange(40.0).view(-1, 1))
+    torch.manual_seed(0)
+    loader = StatefulDataLoader(ds, batch_size=4, shuffle=True, num_workers=workers)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    enc = encode(capture(it))
+    expected = [next(it)[0].flatten().tolist() for _ in range(2)]
+    torch.manual_seed(123)  # another process: another global random state
+    fresh = iter(loader)
+    before = torch.get_rng_state()
+    assert restore(fresh, decode(enc.data, enc.sha256, "k")) is fresh
+    assert torch.equal(torch.get_rng_state(), before)  # restoring draws nothing
+    assert loader._iterator is fresh
+    assert [next(fresh)[0].flatten().tolist() for _ in range(2)] == expected

@@ -202,9 +202,12 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
         }
     if loader_position.is_loader_iterator(obj):
         try:
-            return loader_position.capture(obj)
+            node = loader_position.capture(obj)
         except ValueError as e:
             raise Unrestorable(str(e)) from None
+        if "state" in node:  # the iterator's own state_dict: copied, as it is written later
+            node["state"] = clone_tree(node["state"], snap)
+        return node
     if type(obj).__module__.startswith("torch.distributed.fsdp"):
         raise Unrestorable(f"a {type(obj).__name__}, whose state is sharded across ranks")
     if _stateful(obj):
@@ -396,7 +399,10 @@ def _restore_loader_iterator(
             "a DataLoader iterator",
             "this replay has no iterator there when the block ends (the edit removed it?)",
         )
-    return loader_position.restore(cur, node)
+    try:
+        return loader_position.restore(cur, node)
+    except ValueError as e:
+        raise CannotRestore(path, "a DataLoader iterator", str(e)) from None
 
 
 def _restore_tensor_node(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
