@@ -20,7 +20,9 @@ hindsight will look. People add hindsight lines beside the loop's periodic work
 (``if step % 100 == 0:``), and replaying such a line needs the state right
 before that iteration. So a checkpoint is *preferred* at the end of the
 iteration before one where the loop's own ``if`` tests fire (the recorder
-evaluates them one iteration ahead), and one cost is kept in reserve for it;
+evaluates them one iteration ahead), one cost is kept in reserve for it, and
+it may overdraw the budget by that one cost (the stated margin: the run's
+overhead never exceeds epsilon by more than one checkpoint);
 other checkpoints land on round iteration counts (multiples of 1, 2 or 5 times
 a power of ten, the largest the budget affords), where new periodic tests
 will most likely fire.
@@ -69,6 +71,11 @@ class CheckpointPolicy:
             budget = self.epsilon * compute
             spent = self.spent + min(self.fixed, budget / 2)  # start-up: paid off at half rate
         if spent + expected > budget:
+            # The eve of the loop's periodic work may overdraw the budget by one checkpoint:
+            # early in a run, before the budget has grown to two checkpoints, the first
+            # periodic iteration gets one too. Later ones wait until training has paid for it.
+            if spent <= budget and preferred is not None and preferred():
+                return Decision.PREFERRED
             return Decision.SKIP
         if preferred is not None and preferred():
             return Decision.PREFERRED
