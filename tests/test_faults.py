@@ -48,6 +48,34 @@ def test_sigkilled_record_replays_up_to_last_checkpoint(flor_env: Flor) -> None:
         assert seg.returncode == 0 and seg.stdout
 
 
+def test_a_long_stretch_without_checkpoints_is_journaled_as_it_goes(flor_env: Flor) -> None:
+    """Only iteration 0 is checkpointed; the iterations after it are still journaled every
+    1,000 (their output, timings, counters), so a run killed at iteration 2,300 replays to
+    iteration 2,000, not only to 0."""
+    f = flor_env
+    script = f.copy("slow_steps.py")
+    journal = f.home / "long"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "--flor", "long", "3000"],
+        env=f.env(HANG_AT="2300", FLOR_EPSILON="1e-9"),
+        cwd=f.work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while not list(journal.glob("*/journal/00002000.json")) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    entries = sorted(p.name for p in journal.glob("*/journal/0*.json"))
+    assert entries == ["00000000.json", "00001000.json", "00002000.json"]
+
+    edited = f.copy("slow_steps.py", "outside")
+    truth = f.truth(edited, "3000").splitlines(keepends=True)
+    replayed = f.python(edited, "--flor", "long", "--replay_flor", "3000")
+    assert replayed.stdout == "".join(truth[: 2001 * 2])  # two lines per iteration
+
+
 @pytest.fixture(scope="module")
 def dense_recording(tmp_path_factory: pytest.TempPathFactory) -> Flor:
     """``slow_steps.py 8`` recorded as ``exp`` with a checkpoint every iteration, once."""

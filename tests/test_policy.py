@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from flor.runtime.policy import CheckpointPolicy, round_period
 
 
@@ -108,3 +110,15 @@ def test_start_up_is_charged_to_the_budget() -> None:
     assert taken[0] == 0 and 40 <= len(early) <= 55
     assert set(range(100, 400)) <= set(taken), "paid off: every iteration again"
     assert policy.overhead(compute) <= 0.1 + 0.01 / compute
+
+
+def test_a_commit_charged_after_it_settled_counts_in_its_checkpoints_cost() -> None:
+    """The writer measures a commit once it has run, after the commit settled its iteration:
+    that cost still belongs to the checkpoint, in what the next ones are expected to cost."""
+    policy = CheckpointPolicy(1 / 15)
+    policy.charge(0, 0.004)  # the stall
+    policy.charge(0, 0.006)  # the data
+    policy.settle(0)  # inside the commit job
+    policy.charge(0, 0.002)  # the commit itself, measured after it
+    assert policy.spent == pytest.approx(0.012)
+    assert not policy._pending and list(policy._recent) == [pytest.approx(0.012)]

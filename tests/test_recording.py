@@ -48,6 +48,20 @@ def test_a_failed_job_fails_its_iteration_and_its_commit_is_dropped() -> None:
     ]
 
 
+def test_a_failed_journal_entry_does_not_stop_the_next_ones() -> None:
+    warnings: list[str] = []
+    writer = BackgroundWriter(lambda g, s: None, warnings.append)
+
+    def disk_full() -> None:
+        raise OSError("No space left on device")
+
+    failed = writer.submit(-1, disk_full)  # a journal entry of no checkpoint
+    later = writer.submit(-1, lambda: "loop end written")
+    writer.close()
+    assert isinstance(failed.exception(), OSError) and later.result() == "loop end written"
+    assert warnings == ["journal entry not written: No space left on device"]
+
+
 def test_a_checkpoint_is_written_in_the_background_and_reads_back(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
     writer = BackgroundWriter(lambda g, s: None, lambda message: None)

@@ -51,6 +51,7 @@ class CheckpointPolicy:
         self.taken = 0
         self._recent: deque[float] = deque(maxlen=8)  # cost of each recent checkpoint
         self._pending: dict[int, float] = {}  # iteration -> cost charged so far
+        self._settled = -1  # the last checkpoint settled: the newest in _recent
         self._lock = threading.Lock()  # the writer thread charges too
 
     def should_checkpoint(
@@ -90,7 +91,10 @@ class CheckpointPolicy:
         """Account ``seconds`` of cost to the checkpoint of ``iteration``."""
         with self._lock:
             self.spent += seconds
-            self._pending[iteration] = self._pending.get(iteration, 0.0) + seconds
+            if iteration not in self._pending and iteration == self._settled and self._recent:
+                self._recent[-1] += seconds  # its commit, measured once the commit had run
+            else:
+                self._pending[iteration] = self._pending.get(iteration, 0.0) + seconds
 
     def charge_fixed(self, seconds: float) -> None:
         """Account ``seconds`` of flor's own time that no checkpoint caused."""
@@ -101,6 +105,7 @@ class CheckpointPolicy:
         with self._lock:
             if iteration in self._pending:
                 self._recent.append(self._pending.pop(iteration))
+                self._settled = iteration
                 self.taken += 1
 
     def overhead(self, compute: float) -> float:

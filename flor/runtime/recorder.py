@@ -47,6 +47,9 @@ from flor.runtime.writer import BackgroundWriter
 from flor.store import Store
 
 DECISIONS_KEPT = 1000  # iterations' checkpoint decisions a job's store holds at once
+# Iterations whose timings, output and counters wait in memory for a commit: after this many
+# without a checkpoint, they are journaled on their own (a commit without blocks).
+JOURNAL_EVERY = 1000
 
 
 class Recorder(Session):
@@ -85,6 +88,7 @@ class Recorder(Session):
         self._ahead = Decision.TAKE  # rank 0 in a job: the next one's decision (the first: taken)
         self._feed: Feed | None = None  # other ranks: rank 0's decisions, read ahead
         self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
+        self._journaled = -1  # the last iteration a commit journaled
         self._closed = False
         self.meta = self._initial_meta()
         self.journal.start(self.meta, self._read_source(), options.original, options.project)
@@ -165,6 +169,8 @@ class Recorder(Session):
         start = time.perf_counter()
         if self._checkpointing and self._blocks:
             self._submit_commit(g, self._blocks, self._checkpointing == Decision.PREFERRED)
+        elif g - self._journaled >= JOURNAL_EVERY:
+            self._submit_commit(g, {}, False)
         self.end_iteration()
         self.bookkeeping += time.perf_counter() - start
 
@@ -174,14 +180,17 @@ class Recorder(Session):
         stdout = self.stdout.take_iterations(g)
         logs, self.logs = self.logs, []
         scalars = self.scalars.take()
+        self._journaled = g
 
         def commit() -> None:
             entries = {label: f.result().entry for label, f in blocks.items()}
             self.journal.commit(Commit(g, entries, stdout, timings, block_timings, scalars), logs)
-            self.policy.settle(g)  # the commit made g visible
-            self._thin(g, [f.result() for f in blocks.values()], preferred)
+            if blocks:
+                self.policy.settle(g)  # the commit made g visible
+                self._thin(g, [f.result() for f in blocks.values()], preferred)
 
-        self.writer.submit(g, commit, commit=True)
+        # Only a checkpoint's commit is charged to it; the others are the journal's bookkeeping.
+        self.writer.submit(g if blocks else -1, commit, commit=bool(blocks))
         self.written.extend(blocks.values())
 
     def _thin(self, g: int, written: list[Written], preferred: bool) -> None:
@@ -233,6 +242,7 @@ class Recorder(Session):
             self.scalars.take(),
         )
         logs, self.logs = self.logs, []
+        self._journaled = self.next_iteration - 1
         self.writer.submit(-1, lambda: self.journal.end_loop(end, logs))
         self.writer.flush()
         self._report()

@@ -82,8 +82,11 @@ class BackgroundWriter:
                 else:
                     future.cancel()
             except Exception as e:  # disk full, permissions: training must go on
-                self._failed.add(iteration)
-                self._warn(f"checkpoint of iteration {iteration} skipped: {e}")
+                if iteration >= 0:
+                    self._failed.add(iteration)
+                    self._warn(f"checkpoint of iteration {iteration} skipped: {e}")
+                else:  # the journal's own entry (no checkpoint): the next ones still run
+                    self._warn(f"journal entry not written: {e}")
                 future.set_exception(e)
             finally:
                 if iteration >= 0:
