@@ -134,15 +134,23 @@ class Flor:
         return path
 
     def counting_backwards(
-        self, tag: str, args: tuple[str, ...], hand: bool = False, **env: str
+        self,
+        tag: str,
+        args: tuple[str, ...],
+        hand: bool = False,
+        torchrun: bool = False,
+        **env: str,
     ) -> tuple[subprocess.CompletedProcess[str], int]:
-        """Run ``flor ARGS`` (``python ARGS`` when ``hand``) counting the backward passes in it
-        and in every process it starts (``tests/counting``); the process and the count."""
+        """Run ``flor ARGS`` (``python ARGS`` when ``hand``; on 2 ranks when ``torchrun``)
+        counting the backward passes in it and in every process it starts
+        (``tests/counting``); the process and the count."""
         folder = self.work / f"count-{tag}"
         folder.mkdir()
         extra = {"COUNT_BACKWARDS_DIR": str(folder), "PYTHONPATH": str(COUNTING), **env}
         if hand:
             return _counted(folder, self.python(Path(args[0]), *args[1:], **extra))
+        if torchrun:
+            return _counted(folder, self.torchrun("-m", "flor.cli", *args, **extra))
         return _counted(folder, self.cli(*args, **extra))
 
     def replays(self, name: str) -> list[dict]:

@@ -250,6 +250,31 @@ def test_sharded_training_is_refused_in_one_line(flor_env: Flor, tmp_path: Path)
 
 
 @pytest.mark.slow
+def test_a_sparse_edit_replays_in_step_only_what_some_rank_needs(flor_env: Flor) -> None:
+    """A hindsight line in the step loop's eval branch, which only rank 0 takes. Checkpoints
+    are kept on the eves of the evals only (the others thinned, as a budget would), so a
+    dense replay would re-run almost every step; every rank runs what rank 0 needs, and
+    nothing more, in step: their backward passes all-reduce."""
+    f = flor_env
+    script = "distributed/ddp_steps.py"
+    f.copy(script, as_name="steps.py")
+    f.torchrun("-m", "flor.cli", "run", "--name", "steps", "steps.py", FLOR_EPSILON="1e9")
+    run = f.latest_run("steps")
+    for journal in (run, run / "ranks" / "1"):
+        for entry in (journal / "journal").glob("0*.json"):
+            commit = json.loads(entry.read_text())
+            if commit["iteration"] % 10 != 9:
+                entry.write_text(json.dumps({**commit, "blocks": {}}))  # thinned: output kept
+    truth = f.torchrun_truth(f.copy(script, "sparse", as_name="full.py"))
+    f.copy(script, "sparse", as_name="steps.py")
+    out, backwards = f.counting_backwards("in-step", ("replay", "--name", "steps"), torchrun=True)
+    assert out.stdout == truth and "hindsight w" in truth
+    # 41 steps on each rank in a full run; here the steps at 0 and 10, 20, 30, 40 (each after
+    # the eve restored), on both ranks.
+    assert backwards == 2 * 5, backwards
+
+
+@pytest.mark.slow
 def test_an_mp_spawn_script_records_its_ranks_and_replays_them(flor_env: Flor) -> None:
     f = flor_env
     script = "distributed/spawn_train.py"

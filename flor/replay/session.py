@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -72,8 +73,8 @@ def plan_replay(
 
     A sparse plan's conditions may read names the loop never assigns, known once the loop
     starts: ``replan`` then plans its iterations again with them. ``in_step``: the ranks
-    of a job replay together, so the plan must not depend on a rank's own values (it is
-    dense)."""
+    of a job replay together, so they must run the same iterations: only checkpoints
+    usable on every rank count, and ``replan`` runs what any rank needs."""
     recorded_files = project_sources(run.project, script, run.source)
     edited_files = project_sources(options.project, script, source)
     changes = compare(run.source, source, script, recorded_files, edited_files)
@@ -99,12 +100,15 @@ def plan_replay(
     check_segments(run, count)
     checked = usable_checkpoints(run.commits, changes.ends, changes.recorded_ends)
     usable = {g for g, why in checked.items() if why is None}
+    for other in run.others if in_step else ():
+        theirs = usable_checkpoints(other.commits, changes.ends, changes.recorded_ends)
+        usable &= {g for g, why in theirs.items() if why is None}
     start, stop = segment_bounds(total, count, usable)[index - 1]
     live = set(range(start, stop))
     if options.iterations:
         live &= parse_iterations(options.iterations, total)
     hindsight = None
-    if len(run.loops) <= 1 and not in_step:
+    if len(run.loops) <= 1:
         hindsight = analyze_project(recorded_files, edited_files, script)
     plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, no_lookup)
     return ReplayPlan(
@@ -120,10 +124,17 @@ def plan_replay(
     )
 
 
-def replan(run: runs.RecordedRun, decided: ReplayPlan, verify: int, lookup: Lookup) -> ReplayPlan:
-    """``decided`` with its iterations planned again, now that ``lookup`` knows more."""
+def replan(
+    run: runs.RecordedRun,
+    decided: ReplayPlan,
+    verify: int,
+    lookup: Lookup,
+    agree: Callable[[set[int]], set[int]] | None = None,
+) -> ReplayPlan:
+    """``decided`` with its iterations planned again, now that ``lookup`` knows more;
+    ``agree``: the iterations any rank of the job needs, given this rank's."""
     plan, needed, checks = _iterations(
-        run, set(decided.live), set(decided.usable), decided.hindsight, verify, lookup
+        run, set(decided.live), set(decided.usable), decided.hindsight, verify, lookup, agree
     )
     return replace(decided, plan=plan, needed=needed, verify=checks)
 
@@ -135,11 +146,14 @@ def _iterations(
     hindsight: Hindsight | None,
     verify: int,
     lookup: Lookup,
+    agree: Callable[[set[int]], set[int]] | None = None,
 ) -> tuple[Plan, Needed | None, frozenset[int]]:
     """What each iteration does (sparse where the edit allows), and those re-run to check."""
     needed = None
     if hindsight is not None and hindsight.sparse:
         needed = needed_iterations(run, hindsight, lookup, live)
+        if agree is not None:  # a rank's conditions (`rank == 0`) may differ from another's
+            needed = replace(needed, iterations=agree(needed.iterations))
         plan = sparse_plan(run.iterations, usable, needed.iterations, live, run.complete)
     else:
         plan = make_plan(run.iterations, usable, live, run.complete)
@@ -162,9 +176,10 @@ class Replayer(Session):
             standin.install(self.world, self._refuse_collective)
         elif self.world.in_step and self.world.rank == 0:
             reporter.say(
-                f"replaying the {self.world.world_size} ranks in step: every iteration of "
-                "the segment runs on each"
+                f"replaying the {self.world.world_size} ranks in step: each runs the "
+                "iterations any of them needs"
             )
+        self.job = job if self.world.in_step else None
         self.script = options.script or self.run.meta.script or ""
         self.source = options.source if options.source is not None else read_script(self.script)
         decided = plan_replay(self.run, self.source, self.script, options, self.world.in_step)
@@ -248,7 +263,20 @@ class Replayer(Session):
         self._decided = None
         self.loader.close()
         lookup = lookup_in(visible_names(frame))
-        self._adopt(replan(self.run, decided, self.options.verify, lookup), final=True)
+        agree = self._needed_by_any_rank if self.job is not None else None
+        self._adopt(replan(self.run, decided, self.options.verify, lookup, agree), final=True)
+
+    def _needed_by_any_rank(self, mine: set[int]) -> set[int]:
+        """The union of every rank's needed iterations, through the job's store: the ranks'
+        steps hold collectives, so all of them must run the same iterations."""
+        job = self.job
+        assert job is not None
+        key = f"replay/{self.replay_id}/{self.options.segment[0]}/needed"
+        job.share(f"{key}/{job.rank}", json.dumps(sorted(mine)))
+        union: set[int] = set()
+        for rank in range(job.world_size):
+            union.update(json.loads(job.wait(f"{key}/{rank}")))
+        return union
 
     def _expected_reads(self) -> list[CheckpointEntry]:
         reads = []

@@ -112,6 +112,10 @@ class Job:
             self._outbox.put(None)
             self._sender.join()
 
+    def share(self, key: str, value: str) -> None:
+        """Set ``key`` now, on this thread (``publish`` sends in the background)."""
+        self._call("set", key, value)
+
     def append(self, key: str, value: str) -> None:
         self._call("append", key, value)
 
