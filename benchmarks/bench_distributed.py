@@ -2,7 +2,8 @@
 
 A DistributedDataParallel step loop (2 processes, gloo, CPU, one torch thread each) is run
 plainly under torchrun, recorded with `flor run` under torchrun, and replayed under torchrun
-with a print added outside the step. The script times its own loop on rank 0, so python,
+with a print added in the loop's periodic branch (every 200 steps, on rank 0): a sparse replay,
+in which both ranks run the steps rank 0 needs. The script times its own loop on rank 0, so python,
 torch and torchrun start-up do not count; the whole-process time is reported beside it, with
 the floor (the same job with zero steps). Runs are interleaved; medians of the repeats.
 
