@@ -40,6 +40,7 @@ RUN_CASES = [  # (script, budget) recorded with `flor run`
     ("lazy_env.py", DENSE),  # (6) an attribute the environment caches on first use
     ("dqn_steps.py", DENSE),  # step loop, replay buffer filled outside the update
     ("stateful_loader.py", DENSE),  # a persistent StatefulDataLoader iterator with workers
+    ("loss_after_block.py", DENSE),  # the edit reads the forward's loss after the block
 ]
 
 

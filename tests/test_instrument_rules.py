@@ -5,6 +5,10 @@ from __future__ import annotations
 import textwrap
 
 from flor.transform import fingerprints, instrument
+from flor.transform.fingerprints import block_openings
+from flor.transform.instrumenter import instrument_project
+from flor.transform.project import ENTRY
+from flor.transform.report import SourceFile
 
 
 def rewrite(source: str) -> str:
@@ -142,6 +146,30 @@ def test_block_identity_survives_edits_elsewhere() -> None:
     )
     edited = "import os\n" + edited
     assert fingerprints(rewrite(source)) == fingerprints(rewrite(edited))
+
+
+def test_a_replays_block_begins_where_the_recorded_one_did() -> None:
+    """Reading the forward's loss after the block moves the forward out of a new block; a
+    replay's instrumenting keeps it in, as the record had it, so the blocks stay the same."""
+    source = textwrap.dedent(
+        """\
+        for step in range(3):
+            x = data[step]
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    )
+    edited = source + "    print(loss.item())\n"
+    recorded = rewrite(source)
+    openings = block_openings([recorded])
+    assert openings == {"x = data[step]"}
+    fresh = instrument_project(SourceFile(ENTRY, "t.py", edited), lambda m: None)
+    anchored = instrument_project(SourceFile(ENTRY, "t.py", edited), lambda m: None, openings)
+    assert fingerprints(fresh.entry.source) != fingerprints(recorded)
+    assert fingerprints(anchored.entry.source) == fingerprints(recorded)
+    assert "loss=" in anchored.entry.source  # the block now returns it: the edit reads it
 
 
 def test_early_return_in_block_is_refused_with_reason() -> None:

@@ -34,8 +34,9 @@ from flor.runtime.reporter import Reporter
 from flor.store import Store, StoreSettings, shared_url
 from flor.transform import instrument_project
 from flor.transform.edits import training_edits
+from flor.transform.fingerprints import block_openings
 from flor.transform.project import ENTRY
-from flor.transform.report import ProjectFile, SourceFile
+from flor.transform.report import ProjectFile, SourceFile, project_sources
 
 
 @dataclass(frozen=True)
@@ -48,16 +49,25 @@ class Rewritten:
 
 
 def instrumented_project(
-    script: str, original: str, reporter: Reporter, as_module: str | None = None
+    script: str,
+    original: str,
+    reporter: Reporter,
+    as_module: str | None = None,
+    recorded: runs.RecordedRun | None = None,
 ) -> Rewritten:
     """The script as ``flor run`` runs it, and the project files it imports (rewritten
     where a main loop lives in them). Unchanged, with the reasons, where flor cannot
     rewrite it (python then reports a real syntax error itself, exactly as it would).
-    ``as_module``: the script is this module, run as ``python -m`` runs it."""
+    ``as_module``: the script is this module, run as ``python -m`` runs it. ``recorded``:
+    the run a replay replays, whose blocks begin where its recording's did."""
     files = ProjectFiles(script, as_module is not None)
     package = as_module.rpartition(".")[0] if as_module else None
     entry = SourceFile(ENTRY, script, original, package=package)
-    result = instrument_project(entry, files.resolve)
+    openings = frozenset[str]()
+    if recorded is not None:
+        as_run = project_sources(recorded.project, recorded.meta.script or "", recorded.source)
+        openings = block_openings(as_run.values())
+    result = instrument_project(entry, files.resolve, openings)
     if result.entry.error:
         reporter.warn(f"{script}:{result.entry.error}; running it unmodified")
         return Rewritten(original)
@@ -161,7 +171,7 @@ def prepare(
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
     rewritten = (
-        instrumented_project(script, original, reporter, module)
+        instrumented_project(script, original, reporter, module, run)
         if run.meta.instrumented
         else Rewritten(original)
     )

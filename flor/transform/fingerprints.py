@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from flor.errors import FlorError
@@ -50,6 +51,30 @@ def block_name(test: ast.expr) -> str | None:
         return None
     first = test.args[0]
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def block_openings(sources: Iterable[str]) -> frozenset[str]:
+    """The first statement of every block in ``sources`` (instrumented, as recorded), as
+    ``normalized`` code: where a replay's blocks should begin too."""
+    found = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and block_name(node.test) is not None and node.body:
+                found.add(ast.unparse(node.body[0]))
+    return frozenset(found)
+
+
+def normalized(code: str) -> str | None:
+    """``code`` (one statement) as ``block_openings`` spells it; None if it is not one."""
+    try:
+        tree = ast.parse(textwrap.dedent(code))
+    except SyntaxError:
+        return None
+    return ast.unparse(tree.body[0]) if len(tree.body) == 1 else None
 
 
 # ``model(x)`` calls ``forward`` without naming it: count it as called by every block.

@@ -40,8 +40,11 @@ def instrument(source: str, filename: str = "<script>") -> Instrumented:
     return instrument_project(SourceFile(ENTRY, filename, source), _no_project).entry
 
 
-def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrumented:
-    """Rewrite the entry script and the project files its main loops live in."""
+def instrument_project(
+    entry: SourceFile, resolve: Resolve, openings: frozenset[str] = frozenset()
+) -> ProjectInstrumented:
+    """Rewrite the entry script and the project files its main loops live in; ``openings``:
+    where a recording's blocks began (``loops.choose_block``), for instrumenting its replay."""
     source, filename = entry.source, entry.path
     project = Project(entry, resolve)
     try:
@@ -76,7 +79,7 @@ def instrument_project(entry: SourceFile, resolve: Resolve) -> ProjectInstrument
         f = project.file(q.name)
         assert f is not None
         prefix = "" if f.module == ENTRY else f.module + "."
-        results[key] = _instrument_file(q, f, loops, prefix)
+        results[key] = _instrument_file(q, f, loops, prefix, openings)
     main = results.pop(id(p), None) or Instrumented(filename, source, source)
     targets = {t for c in p.walk(p.module) if isinstance(c, cst.Call) and (t := spawned(c))}
     if any(q is p and owner is not None and p.qualname(owner) in targets for q, _, owner in found):
@@ -102,7 +105,11 @@ def _no_project(module: str) -> SourceFile | None:
 
 
 def _instrument_file(
-    p: Program, f: SourceFile, loops: list[tuple[Loop, FunctionNode | None]], prefix: str
+    p: Program,
+    f: SourceFile,
+    loops: list[tuple[Loop, FunctionNode | None]],
+    prefix: str,
+    openings: frozenset[str] = frozenset(),
 ) -> Instrumented:
     """``f`` with its main ``loops`` rewritten; its block names start with ``prefix``."""
     source, filename = f.source, f.path
@@ -115,7 +122,7 @@ def _instrument_file(
     decisions: list[LoopDecision] = []
     per_function: dict[str, int] = {}
     for loop, owner in loops:
-        decided = _decide(p, loop, notes)
+        decided = _decide(p, loop, notes, openings)
         if decided is None:
             continue
         choice, block, state = decided
@@ -146,7 +153,7 @@ def _left_unchanged(source: str) -> Note | None:
 
 
 def _decide(
-    p: Program, loop: cst.For | cst.While, notes: list[Note]
+    p: Program, loop: cst.For | cst.While, notes: list[Note], openings: frozenset[str]
 ) -> tuple[BlockChoice, list[cst.BaseStatement], tuple[StateItem, ...]] | None:
     """The block of a main loop and its state; None (and a note saying why) if none."""
     header = _header(p, loop)
@@ -158,7 +165,7 @@ def _decide(
             isinstance(n, cst.NamedExpr) for n in p.walk(loop.test)
         ):
             raise Refused("the while condition assigns with `:=`")
-        choice = choose_block(p, loop, feeds_block)
+        choice = choose_block(p, loop, feeds_block, openings)
         assert isinstance(loop.body, cst.IndentedBlock)  # choose_block refuses others
         block = list(loop.body.body)[choice.start : choice.stop]
         return choice, block, tuple(infer_state(p, loop, block))

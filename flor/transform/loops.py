@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from flor.transform.fingerprints import normalized
 from flor.transform.program import FunctionNode, Nodes, Program, dotted, node_of, spawned
 from flor.transform.report import Note
 
@@ -80,7 +81,11 @@ def file_opted_out(source: str) -> bool:
 Feeds = Callable[[Program, cst.BaseStatement, Nodes], bool]
 
 
-def choose_block(p: Program, loop: Loop, feeds: Feeds | None = None) -> BlockChoice:
+def choose_block(
+    p: Program, loop: Loop, feeds: Feeds | None = None, openings: frozenset[str] = frozenset()
+) -> BlockChoice:
+    """``openings``: where the record's blocks began (``fingerprints.block_openings``), for a
+    replay's instrumenting: its blocks begin there too."""
     body = loop.body
     if not isinstance(body, cst.IndentedBlock):
         raise Refused("a loop body on the same line as its header")
@@ -91,6 +96,7 @@ def choose_block(p: Program, loop: Loop, feeds: Feeds | None = None) -> BlockCho
     start, stop = working[0], working[-1] + 1
     while start > 0 and _feeds_only(p, stmts[start - 1], stmts, start, stop, loop):
         start -= 1
+    start = _recorded_start(p, stmts, start, openings)
     rollout = _rollout(p, stmts, start, stop, feeds)
     if rollout is not None:
         start = rollout
@@ -122,16 +128,37 @@ def _why(p: Program, block: Nodes) -> str:
     return "the update region of the iteration"
 
 
-def _feeds_only(
-    p: Program, stmt: cst.BaseStatement, stmts: Nodes, start: int, stop: int, loop: Loop
-) -> bool:
-    """Whether ``stmt`` only binds names that the block (stmts[start:stop]) alone reads."""
+def _recorded_start(p: Program, stmts: Nodes, start: int, openings: frozenset[str]) -> int:
+    """``start``, or the earlier statement the record's block began at, if only assignments
+    lie between. A hindsight line that reads the forward's ``loss`` after the block would
+    otherwise move the forward out of it: the block would differ from the record's, and
+    every iteration would re-execute it instead of restoring its checkpoint."""
+    if not openings:
+        return start
+    for j in range(start - 1, -1, -1):
+        if not _assignment(p, stmts[j]):
+            break
+        if normalized(p.code(stmts[j])) in openings:
+            return j
+    return start
+
+
+def _assignment(p: Program, stmt: cst.CSTNode) -> bool:
+    """A line of assignments only, printing nothing."""
     if not isinstance(stmt, cst.SimpleStatementLine):
         return False
     if not all(isinstance(s, (cst.Assign, cst.AnnAssign)) for s in stmt.body):
         return False
-    if any(isinstance(c.func, cst.Name) and c.func.value == "print" for c in p.calls(stmt)):
+    return not any(isinstance(c.func, cst.Name) and c.func.value == "print" for c in p.calls(stmt))
+
+
+def _feeds_only(
+    p: Program, stmt: cst.BaseStatement, stmts: Nodes, start: int, stop: int, loop: Loop
+) -> bool:
+    """Whether ``stmt`` only binds names that the block (stmts[start:stop]) alone reads."""
+    if not _assignment(p, stmt):
         return False
+    assert isinstance(stmt, cst.SimpleStatementLine)
     block = stmts[start:stop]
     targets = [n for n in p.walk(stmt) if isinstance(n, cst.Name) and _is_target(p, n, stmt)]
     if not targets:
