@@ -37,6 +37,7 @@ def main_worker(rank, world_size, port, args):
             print(f"epoch {epoch} loss {running / len(loader):.5f}")
             # @outside: print(f"epoch {epoch} bias {model.module.bias.item():.6f}")
     # @raises: raise ValueError(f"boom on rank {rank}")
+    dist.barrier()  # no rank tears the group down while another still uses it
     dist.destroy_process_group()
 
 
