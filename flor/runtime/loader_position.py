@@ -76,9 +76,12 @@ def is_loader_iterator(obj: Any) -> bool:
 
 
 def _speaks_state(it: Any) -> bool:
-    """An iterator that saves and resumes its own position (torchdata's StatefulDataLoader)."""
+    """An iterator of torchdata's StatefulDataLoader, which saves and resumes its position
+    (re-initialised from a state by ``__init__(loader, state)``), created under flor."""
     return (
-        callable(getattr(it, "state_dict", None)) and getattr(it, "_flor_loader", None) is not None
+        type(it).__module__.startswith("torchdata.")
+        and callable(getattr(it, "state_dict", None))
+        and getattr(it, "_flor_loader", None) is not None
     )
 
 
