@@ -37,7 +37,7 @@ class _Record:
         out = dict(self.extra)
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "extra" or not (value or f.name not in self._newer):
+            if f.name == "extra" or (not value and f.name in self._newer):
                 continue
             if f.name in _PER_ITERATION and type(value) is dict:
                 out[f.name] = value  # {iteration: number or plain dict}: json writes it as is
@@ -55,7 +55,7 @@ def _jsonable(value: Any) -> Any:
     if type(value) in _JSON_SCALARS:
         return value
     if type(value) is dict:
-        return {k if type(k) is str else str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, _Record):
         return value.to_json()
     if isinstance(value, Mapping):

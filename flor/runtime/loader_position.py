@@ -132,8 +132,8 @@ def restore(cur: Any, node: dict[str, Any]) -> Any:
 def _resume(cur: Any, state: dict[str, Any]) -> Any:
     """Re-initialise ``cur`` from a recorded ``state_dict``: its worker processes are
     replaced by ones that start where the recorded ones were."""
-    loader = cur._flor_loader() if getattr(cur, "_flor_loader", None) else None
-    if loader is None or not _speaks_state(cur):
+    loader = cur._flor_loader() if _speaks_state(cur) else None
+    if loader is None:
         raise ValueError("the loader this iterator came from is gone")
     shutdown = getattr(cur, "_shutdown_workers", None)
     if shutdown is not None:
