@@ -23,6 +23,7 @@ from flor import runs
 from flor.errors import FlorError
 from flor.runs import layout, query
 from flor.runs.query import ranges
+from flor.runtime import process_end
 from flor.runtime.execfile import read_script
 from flor.runtime.options import (
     DEFAULT_EPSILON,
@@ -34,9 +35,7 @@ from flor.runtime.options import (
 from flor.runtime.project_files import ProjectFiles, module_script
 from flor.runtime.reporter import Reporter
 from flor.store import Store, StoreSettings
-from flor.transform import instrument_project
-from flor.transform.project import ENTRY
-from flor.transform.report import ProjectInstrumented, SourceFile
+from flor.transform.report import ENTRY, ProjectInstrumented, SourceFile
 from flor.transform.sharding import sharded_state
 
 STARTED = time.perf_counter()  # flor run charges its own start-up to the run's budget
@@ -122,6 +121,8 @@ def instrument(
     each block and its state, warnings) on stderr. Add `# flor: skip` above a loop, or
     `# flor: skip-file` at the top of a file, to opt out.
     """
+    from flor.transform import instrument_project  # libcst: only for what rewrites
+
     package = None
     if as_module:
         script, package = module_script(script), script.rpartition(".")[0]
@@ -198,7 +199,8 @@ def run(
 
     Everything after SCRIPT belongs to the script, unchanged. Replay runs it the same way.
     """
-    from flor.replay.launch import instrumented_project, record_here
+    from flor.replay.launch import Rewritten, instrumented_project, record_here
+    from flor.runtime.startup import while_torch_imports
 
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
@@ -207,8 +209,13 @@ def run(
     if module is not None:
         script = module_script(module)
     original = read_script(script)
-    rewritten = instrumented_project(script, original, edge.reporter, module)
-    _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
+
+    def rewrite(reporter: Reporter) -> Rewritten:
+        rewritten = instrumented_project(script, original, reporter, module)
+        _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
+        return rewritten
+
+    rewritten = while_torch_imports(rewrite, edge.reporter)
     options = Options(
         mode="record",
         name=check_name(name),
@@ -302,7 +309,10 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
     from flor.replay import launch
 
     store = edge.store()
-    prepared = launch.prepare(launch.ReplayRequest(**request), store, edge.reporter, os.environ)
+    here = not (request["workers"] or show_plan)  # this process replays: it imports torch
+    prepared = launch.prepare(
+        launch.ReplayRequest(**request), store, edge.reporter, os.environ, here
+    )
     if show_plan:
         click.echo("\n".join(launch.estimate(prepared)))
         return
@@ -648,7 +658,14 @@ def logs(
 
 
 def main() -> None:
-    cli()
+    """The ``flor`` command. It ends its process itself (``process_end``): a process that
+    imported torch spends a second in Python's teardown, a large part of a fast replay."""
+    try:
+        cli()
+        status = 0
+    except SystemExit as e:
+        status = process_end.exit_status(e.code)
+    process_end.end(status)
 
 
 if __name__ == "__main__":

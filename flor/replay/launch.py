@@ -31,12 +31,11 @@ from flor.runtime.job import Job
 from flor.runtime.options import Options, check_name, parse_segment
 from flor.runtime.project_files import ProjectFiles, project_file
 from flor.runtime.reporter import Reporter
+from flor.runtime.startup import import_torch, while_torch_imports
 from flor.store import Store, StoreSettings, shared_url
-from flor.transform import instrument_project
 from flor.transform.edits import training_edits
 from flor.transform.fingerprints import block_openings
-from flor.transform.project import ENTRY
-from flor.transform.report import ProjectFile, SourceFile, project_sources
+from flor.transform.report import ENTRY, ProjectFile, SourceFile, project_sources
 
 
 @dataclass(frozen=True)
@@ -60,6 +59,8 @@ def instrumented_project(
     rewrite it (python then reports a real syntax error itself, exactly as it would).
     ``as_module``: the script is this module, run as ``python -m`` runs it. ``recorded``:
     the run a replay replays, whose blocks begin where its recording's did."""
+    from flor.transform import instrument_project  # libcst, which the run itself never needs
+
     files = ProjectFiles(script, as_module is not None)
     package = as_module.rpartition(".")[0] if as_module else None
     entry = SourceFile(ENTRY, script, original, package=package)
@@ -83,7 +84,7 @@ def record_here(
 ) -> int:
     """Record ``options.script`` in this process; the exit status (the script's, or 2 if
     uploads failed). ``started``: when flor's start-up began, charged to the run's budget."""
-    torch_import = _import_torch()  # first: the recorder imports it too
+    torch_import = import_torch()  # first: the recorder imports it too
     from flor.runtime.recorder import Recorder
 
     session = start(options, store, reporter)
@@ -111,14 +112,6 @@ def project_hook(options: Options) -> dict[str, str]:
     """What the import hook rewrites: each rewritten project file's source, by its path."""
     files = ProjectFiles(options.script or "", options.module is not None)
     return {files.absolute(f.path): f.source for f in options.project if f.rewritten}
-
-
-def _import_torch() -> float:
-    """Seconds to import torch: the script pays them with or without flor."""
-    start = time.perf_counter()
-    import torch  # noqa: F401
-
-    return time.perf_counter() - start
 
 
 @dataclass(frozen=True)
@@ -154,9 +147,14 @@ class Prepared:
 
 
 def prepare(
-    request: ReplayRequest, store: Store, reporter: Reporter, environ: Mapping[str, str]
+    request: ReplayRequest,
+    store: Store,
+    reporter: Reporter,
+    environ: Mapping[str, str],
+    replays_here: bool = False,
 ) -> Prepared:
     """Check ``request`` and build the replay's options; one-line errors for mistakes.
+    ``replays_here``: this process will replay, so torch imports while flor rewrites.
 
     Inside a Slurm array job (or under torchrun, with ``segment_from_env``) the
     segment comes from ``environ`` unless the request names one. Under torchrun
@@ -170,11 +168,8 @@ def prepare(
     argv = list(request.args) if request.args or script != recorded_script else run.meta.argv[1:]
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
-    rewritten = (
-        instrumented_project(script, original, reporter, module, run)
-        if run.meta.instrumented
-        else Rewritten(original)
-    )
+
+    rewritten = _rewritten(run, script, original, module, reporter, replays_here)
     source, project = rewritten.source, rewritten.project
     _warn_training_edits(store, run, original, source, script, project, reporter)
     options = Options(
@@ -209,6 +204,24 @@ def prepare(
         ray if on_ray else None,
         shipped_env(environ) if on_ray else {},
     )
+
+
+def _rewritten(
+    run: runs.RecordedRun,
+    script: str,
+    original: str,
+    module: str | None,
+    reporter: Reporter,
+    replays_here: bool,
+) -> Rewritten:
+    """The script as the replay runs it: rewritten as the record was, if it was."""
+
+    def rewrite(reporter: Reporter) -> Rewritten:
+        return instrumented_project(script, original, reporter, module, run)
+
+    if not run.meta.instrumented:
+        return Rewritten(original)
+    return while_torch_imports(rewrite, reporter) if replays_here else rewrite(reporter)
 
 
 def _where(

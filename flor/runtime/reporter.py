@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TextIO
+from typing import TextIO, TypeVar
+
+T = TypeVar("T", bound=TextIO)
 
 
 class Reporter:
@@ -44,3 +46,19 @@ class Reporter:
 
     def error(self, message: str) -> None:
         self.say(f"error: {message}")
+
+    # -- a reporter in another process (``startup``): what it said comes back here ------
+    def divert(self, stream: T) -> T:
+        """Write to ``stream`` from now on; returns it."""
+        self._stream = stream
+        return stream
+
+    def warned(self) -> frozenset[str]:
+        """The keys of the warnings given once."""
+        with self._lock:
+            return frozenset(self._said)
+
+    def heard(self, keys: frozenset[str]) -> None:
+        """Count the warnings another reporter gave once as given here too."""
+        with self._lock:
+            self._said |= keys

@@ -20,8 +20,9 @@ from flor.transform.loops import (
     refuse_multiprocessing,
 )
 from flor.transform.program import FunctionNode, Program, spawned
-from flor.transform.project import ENTRY, Project, Resolve
+from flor.transform.project import Project, Resolve
 from flor.transform.report import (
+    ENTRY,
     BlockDecision,
     Instrumented,
     LoopDecision,

@@ -23,11 +23,10 @@ from collections.abc import Callable
 import libcst as cst
 
 from flor.transform.program import FunctionNode, Program, dotted, node_of, root_name
-from flor.transform.report import SourceFile
+from flor.transform.report import ENTRY, SourceFile
 
 # An absolute module name -> the project's file for it; None for any other module.
 Resolve = Callable[[str], SourceFile | None]
-ENTRY = "__main__"
 _Target = tuple[str, str | None]  # an import binds a module (name None) or a name in one
 
 

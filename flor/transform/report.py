@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+ENTRY = "__main__"  # the module name of the entry script
+
 
 @dataclass(frozen=True)
 class SourceFile:

@@ -1,0 +1,154 @@
+"""The flor command's process: its start-up forked beside torch's import, and its end
+without Python's teardown. Each case runs in a fresh python, as the command does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from flor.runtime import process_end
+
+
+def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_start_up_work_runs_in_a_child_while_torch_imports_and_says_what_it_said_here(
+    tmp_path: Path,
+) -> None:
+    proc = _python(
+        """
+        import os, sys
+        from flor.errors import FlorError
+        from flor.runtime.reporter import Reporter
+        from flor.runtime.startup import while_torch_imports
+
+        reporter, parent = Reporter(), os.getpid()
+
+        def work(r):
+            r.say("rewriting")
+            r.warn_once("k", "only once")
+            return {"pid": os.getpid(), "torch here": "torch" in sys.modules}
+
+        got = while_torch_imports(work, reporter)
+        reporter.warn_once("k", "said again")  # the child's warning counts here
+        print(got["pid"] != parent, got["torch here"], "torch" in sys.modules)
+
+        def mistake(r):
+            r.say("before the mistake")
+            raise FlorError("bad-thing", "a one-line mistake")
+
+        def bug(r):
+            raise KeyError("a bug")
+
+        # torch is imported now: the work runs here, one after the other
+        for work in (mistake, bug):
+            try:
+                while_torch_imports(work, reporter)
+            except FlorError as e:
+                print("error", e.slug, e.message, e.exit_code)
+            except KeyError as e:
+                print("bug", e)
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "True False True",
+        "error bad-thing a one-line mistake 2",
+        "bug 'a bug'",
+    ]
+    assert proc.stderr.splitlines() == [
+        "flor: rewriting",
+        "flor: warning: only once",
+        "flor: before the mistake",
+    ]
+
+
+@pytest.mark.parametrize("kind", ["mistake", "bug"])
+def test_a_mistake_or_a_bug_in_the_child_comes_back_to_the_parent(
+    kind: str, tmp_path: Path
+) -> None:
+    proc = _python(
+        f"""
+        import os, sys
+        from flor.errors import FlorError
+        from flor.runtime.reporter import Reporter
+        from flor.runtime.startup import while_torch_imports
+
+        parent = os.getpid()
+
+        def mistake(r):
+            r.say("before the mistake")
+            raise FlorError("bad-thing", "a one-line mistake")
+
+        def bug(r):
+            assert os.getpid() != parent  # in the child
+            return {{}}[1]
+
+        try:
+            while_torch_imports({kind}, Reporter())
+        except FlorError as e:
+            print("error", e.slug, e.message, e.exit_code)
+        except RuntimeError as e:
+            print("bug", "KeyError: 1" in str(e))
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    if kind == "mistake":
+        assert (proc.stdout, proc.stderr) == (
+            "error bad-thing a one-line mistake 2\n",
+            "flor: before the mistake\n",
+        )
+    else:
+        assert (proc.stdout, proc.stderr) == ("bug True\n", "")
+
+
+def test_the_process_ends_as_python_would_have_ended_it_only_sooner(tmp_path: Path) -> None:
+    proc = _python(
+        """
+        import atexit, sys, threading, time
+        from flor.runtime import process_end
+
+        left_open = open("unclosed.txt", "w")  # written out only by its destructor
+        left_open.write("every line\\n")
+        binary = open("unclosed.bin", "wb", buffering=1 << 20)
+        binary.write(b"bytes")
+
+        def late():
+            time.sleep(0.3)
+            with open("thread.txt", "w") as f:
+                f.write("done")
+
+        threading.Thread(target=late).start()  # not a daemon: waited for
+        atexit.register(lambda: open("atexit.txt", "w").write(
+            open("thread.txt").read() + " before atexit"))
+        atexit.register(print, "said at exit")
+        sys.stdout.write("buffered, unflushed")
+        process_end.end(3)
+        print("never")
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "buffered, unflushedsaid at exit\n"
+    assert (tmp_path / "unclosed.txt").read_text() == "every line\n"
+    assert (tmp_path / "unclosed.bin").read_bytes() == b"bytes"
+    assert (tmp_path / "atexit.txt").read_text() == "done before atexit"
+
+
+def test_exit_codes_are_what_sys_exit_would_make_them(capsys: pytest.CaptureFixture[str]) -> None:
+    assert [process_end.exit_status(c) for c in (None, 0, 2, 256 + 1, -1)] == [0, 0, 2, 1, 255]
+    assert process_end.exit_status("flor: error: a message") == 1
+    assert capsys.readouterr().err == "flor: error: a message\n"
