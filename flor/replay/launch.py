@@ -168,7 +168,6 @@ def prepare(
     argv = list(request.args) if request.args or script != recorded_script else run.meta.argv[1:]
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
-
     rewritten = _rewritten(run, script, original, module, reporter, replays_here)
     source, project = rewritten.source, rewritten.project
     _warn_training_edits(store, run, original, source, script, project, reporter)

@@ -28,6 +28,7 @@ from flor.runtime.reporter import Reporter
 
 T = TypeVar("T")
 
+
 @functools.cache
 def import_torch() -> float:
     """Import torch; the seconds its first import took (0 if it was imported before flor
@@ -53,9 +54,11 @@ def while_torch_imports(work: Callable[[Reporter], T], reporter: Reporter) -> T:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: compute, send, and leave without running any exit handler
-        os.close(read_end)
-        _compute_and_send(work, reporter, write_end)
-        os._exit(0)
+        try:  # whatever happens, never return into the parent's code
+            os.close(read_end)
+            _compute_and_send(work, reporter, write_end)
+        finally:
+            os._exit(0)
     os.close(write_end)
     import_torch()
     with os.fdopen(read_end, "rb") as pipe:
@@ -81,12 +84,12 @@ def _compute_and_send(work: Callable[[Reporter], T], reporter: Reporter, fd: int
         outcome = ("error", (e.slug, e.message, e.exit_code))
     except BaseException:  # a bug in flor: its traceback, said by the parent
         outcome = ("crash", traceback.format_exc())
+    try:
+        sent = pickle.dumps((said.getvalue(), reporter.warned(), outcome))
+    except Exception:  # an unpicklable result
+        sent = pickle.dumps((said.getvalue(), reporter.warned(), ("crash", traceback.format_exc())))
     with os.fdopen(fd, "wb") as pipe:
-        try:
-            pipe.write(pickle.dumps((said.getvalue(), reporter.warned(), outcome)))
-        except Exception:  # an unpicklable result
-            crash = ("crash", traceback.format_exc())
-            pipe.write(pickle.dumps((said.getvalue(), reporter.warned(), crash)))
+        pipe.write(sent)
 
 
 def _received(sent: bytes, reporter: Reporter) -> object:
