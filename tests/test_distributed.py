@@ -293,3 +293,27 @@ def test_an_mp_spawn_script_records_its_ranks_and_replays_them(flor_env: Flor) -
     assert failed.returncode == 1
     assert f'spawn_train.py", line {line}, in main_worker\n    raise ValueError' in failed.stderr
     assert "ValueError: boom on rank 0" in failed.stderr
+
+
+@pytest.mark.slow
+def test_an_accelerate_script_records_one_run_and_replays_alone_or_in_step(
+    flor_env: Flor,
+) -> None:
+    """accelerate's own objects, under torchrun: its state reads torchrun's variables (the
+    stand-in gives a rank's view of them), its prepared loader's epoch count decides the next
+    shuffle (a segment resumes it), its optimizer wraps the one the scheduler watches."""
+    f = flor_env
+    script = "distributed/accelerate_train.py"
+    f.copy(script, as_name="acc.py")
+    f.torchrun("-m", "flor.cli", "run", "--name", "acc", "acc.py", FLOR_EPSILON="1e9")
+    truth = {
+        k: f.torchrun_truth(f.copy(script, k, as_name=f"{k}.py")) for k in ("outside", "inside")
+    }
+    f.copy(script, "outside", as_name="acc.py")
+    alone, backwards = f.counting_backwards("alone", ("replay", "--name", "acc"))
+    assert alone.stdout == truth["outside"] and "  w " in alone.stdout
+    assert backwards == 0 and "lr_scheduler.step()" not in alone.stderr
+    f.copy(script, "inside", as_name="acc.py")
+    second = f.torchrun("-m", "flor.cli", "replay", "--name", "acc", "--segment", "2/2").stdout
+    assert second.startswith("  batch") and truth["inside"].endswith(second)
+    assert truth["inside"][: -len(second)].endswith(" loss ", 0, -10)  # from an epoch's start

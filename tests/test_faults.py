@@ -48,6 +48,22 @@ def test_sigkilled_record_replays_up_to_last_checkpoint(flor_env: Flor) -> None:
         assert seg.returncode == 0 and seg.stdout
 
 
+def test_a_record_killed_before_its_first_iteration_says_there_is_nothing_to_replay(
+    flor_env: Flor,
+) -> None:
+    f = flor_env
+    (f.work / "early.py").write_text(
+        "import os, signal\nimport torch\n\nmodel = torch.nn.Linear(2, 1)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)  # lost during set-up\n"
+        "for epoch in range(3):\n    model(torch.ones(2)).sum().backward()\n    print(epoch)\n"
+    )
+    assert f.cli("run", "--name", "early", "early.py", check=False).returncode == -signal.SIGKILL
+    out = f.cli("replay", "--name", "early", check=False)
+    assert out.returncode == 2 and out.stdout == ""
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("flor: error: run early/") and "recorded no iterations" in last
+
+
 def test_a_long_stretch_without_checkpoints_is_journaled_as_it_goes(flor_env: Flor) -> None:
     """Only iteration 0 is checkpointed; the iterations after it are still journaled every
     1,000 (their output, timings, counters), so a run killed at iteration 2,300 replays to

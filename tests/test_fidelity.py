@@ -129,6 +129,20 @@ def test_rollout_inside_edit_reexecutes_and_matches(flor_env: Flor) -> None:
     assert f.replays("exp")[-1]["probed"] == ["module.L0"]
 
 
+def test_a_segment_resumes_each_loaders_own_position(flor_env: Flor) -> None:
+    """An edit inside the batch loop re-executes epochs 3-5 from the checkpoint of epoch 2. Their
+    batches come in the order the loaders' own position decides: a generator only the loader
+    holds, a sampler's epoch count. Before flor restored them, epoch 3 saw epoch 0's order."""
+    f = flor_env
+    script = write(f, FIDELITY / "loader_position.py", "none")
+    f.cli("run", "--name", "exp", script.name, FLOR_EPSILON=DENSE)
+    write(f, FIDELITY / "loader_position.py", "inside")
+    truth = f.truth(script)
+    out, replay_backwards = backwards(f, "second", ("replay", "--name", "exp", "--segment", "2/2"))
+    assert "first batch" in truth and out.stdout == truth.split("epoch 2 loss")[1].split("\n", 1)[1]
+    assert replay_backwards == 3 * 12  # epochs 3, 4 and 5: two loaders of 6 batches each
+
+
 def test_nothing_instrumented_refuses_segments(flor_env: Flor) -> None:
     """(7) The loop lives in a file opted out of instrumentation: the run says it has no
     checkpoints; segments and workers are refused in one line; a whole replay runs the

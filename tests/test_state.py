@@ -135,7 +135,34 @@ def test_stateful_objects_in_scope_are_found() -> None:
     box = Box()
     sched = torch.optim.lr_scheduler.StepLR(box.opt, 1)
     found = stateful_in_scope({"self": box, "sched": sched, "n": 3, "torch": torch})
-    assert set(found) == {"self.model", "self.opt", "sched"}
+    assert set(found) == {"self.model", "self.opt", "self.loader", "sched"}
+
+
+def test_a_loader_keeps_its_position_not_its_data() -> None:
+    """Its counters and generators come back in place (one generator the loader and its
+    sampler share, restored once); its dataset is not saved, and a setting the edited
+    script changed stays as the edit has it."""
+    data = torch.utils.data.TensorDataset(torch.randn(4096, 8))
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(1)
+    )
+    loader.sampler.epoch = 3  # type: ignore[attr-defined]  # a counter a library keeps
+    [node] = _roundtrip([loader])
+    assert len(encode(node).data) < 8192  # a generator state (5 KB), no dataset (128 KB)
+    expected = [batch[0].sum().item() for batch in loader]
+    fresh = torch.utils.data.DataLoader(
+        data,
+        batch_size=8,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(99),
+        in_order=False,
+    )
+    assert restore(fresh, node, {}) is fresh
+    assert fresh.sampler.epoch == 3  # type: ignore[attr-defined]
+    assert (fresh.batch_size, fresh.in_order) == (8, False)  # settings: the edited script's
+    assert fresh.sampler.generator is fresh.generator  # type: ignore[attr-defined]
+    fresh.batch_sampler.batch_size = 4  # type: ignore[union-attr]  # compare the same batches
+    assert [batch[0].sum().item() for batch in fresh] == expected
 
 
 def test_rng_streams_round_trip() -> None:
@@ -144,6 +171,25 @@ def test_rng_streams_round_trip() -> None:
     a = (random.random(), float(np.random.rand()), torch.rand(1).item())
     restore_rng(rng)
     assert (random.random(), float(np.random.rand()), torch.rand(1).item()) == a
+
+
+def test_every_cuda_devices_stream_is_saved_once_cuda_is_in_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CUDA path as far as a CPU can take it (a GPU check: benchmarks/gpu_check.py):
+    each device's generator state goes through the codec and back to set_rng_state_all."""
+    states = [torch.arange(16, dtype=torch.uint8), torch.arange(16, 32, dtype=torch.uint8)]
+    set_to: list[list[torch.Tensor]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert "cuda" not in capture_rng()  # reading it would create a CUDA context
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [t.clone() for t in states])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", set_to.append)
+    enc = encode(capture_rng())
+    restore_rng(decode(enc.data, enc.sha256, "k"))
+    [restored] = set_to
+    assert all(torch.equal(a, b) for a, b in zip(restored, states, strict=True))
 
 
 def test_corrupt_bytes_are_detected_before_loading() -> None:

@@ -161,7 +161,7 @@ def prepare(
     otherwise, the ranks replay a run recorded by as many processes, in step.
     """
     _check_request(request)
-    run = runs.load_run(store, check_name(request.name), request.run_id)
+    run = _recorded_something(runs.load_run(store, check_name(request.name), request.run_id))
     world, segment, replay_id = _where(request, run, reporter, environ)
     recorded_script = run.meta.script or ""
     script = request.script or recorded_script
@@ -203,6 +203,16 @@ def prepare(
         ray if on_ray else None,
         shipped_env(environ) if on_ray else {},
     )
+
+
+def _recorded_something(run: runs.RecordedRun) -> runs.RecordedRun:
+    if run.iterations == 0 and run.meta.status == "running":
+        raise FlorError(
+            "no-iterations",
+            f"run {run.name}/{run.run_id} recorded no iterations: it ended before its first "
+            "one (killed?), or is still starting; there is nothing to replay",
+        )
+    return run
 
 
 def _rewritten(

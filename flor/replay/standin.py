@@ -2,9 +2,10 @@
 
 The script keeps working unchanged: ``init_process_group`` creates a real gloo
 group of one process (whatever backend and rendezvous the script names), and
-``get_rank``/``get_world_size`` and ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` give
-the recorded rank's view, so ``DistributedSampler`` picks that rank's shard and
-``if rank == 0:`` prints what it printed. A collective carrying data would
+``get_rank``/``get_world_size`` and torchrun's variables (``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR``, ...) give the recorded rank's view, so
+``DistributedSampler`` picks that rank's shard and ``if rank == 0:`` prints what
+it printed. A collective carrying data would
 return this process's values alone where the record combined N ranks': it
 raises instead (``refuse``), never answers wrongly. ``barrier`` has nothing to
 combine and stays.
@@ -47,8 +48,15 @@ def install(world: ReplayWorld, refuse: Callable[[str], NoReturn]) -> None:
     import torch.distributed as dist
 
     os.environ.update(
-        RANK=str(world.rank), WORLD_SIZE=str(world.world_size), LOCAL_RANK=str(world.rank)
+        RANK=str(world.rank),
+        WORLD_SIZE=str(world.world_size),
+        LOCAL_RANK=str(world.rank),
+        LOCAL_WORLD_SIZE=str(world.world_size),  # one node: flor records no multi-node jobs
     )
+    # Read, never used (the group above needs no rendezvous), by libraries that check them
+    # before they create the group themselves: accelerate's PartialState refuses without.
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
     real_init = dist.init_process_group
     real_rank, real_size = dist.get_rank, dist.get_world_size
 

@@ -10,8 +10,11 @@ returns the object the caller's name should be bound to afterwards:
   place, their items and attributes restored recursively;
 - parameters and other grad-requiring leaves are copied into in place;
 - other tensors and values are rebound to the recorded value;
-- read-only inputs and sinks (datasets, loaders, files, modules, functions,
-  loggers, progress bars) are neither saved nor touched.
+- a DataLoader or sampler keeps only its position: the counters it advances as
+  it is iterated (accelerate's epoch count, a sampler's ``epoch``) and the
+  generators it draws from, restored in place; its dataset is never saved;
+- read-only inputs and sinks (datasets, files, modules, functions, loggers,
+  progress bars) are neither saved nor touched.
 
 Values that fit none of these are pickled; ``codec`` unpickles them only after
 the checkpoint's checksum matched its journal entry.
@@ -19,6 +22,9 @@ the checkpoint's checksum matched its journal entry.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import io
 import logging
 import pickle
@@ -67,12 +73,17 @@ def _is_passive(obj: Any) -> bool:
             io.IOBase,
             logging.Logger,
             torch.utils.data.Dataset,
-            torch.utils.data.DataLoader,
-            torch.utils.data.Sampler,
         ),
     ):
         return True
     return type(obj).__name__ in _SINK_NAMES
+
+
+def _positioned(obj: Any) -> bool:
+    """A loader or sampler: its configuration and data are inputs, but iterating it may
+    advance its counters and generators (accelerate's ``DataLoaderShard.iteration`` picks
+    the next epoch's shuffle), which a full run has moved on and a replay must too."""
+    return isinstance(obj, (torch.utils.data.DataLoader, torch.utils.data.Sampler))
 
 
 def _stateful(obj: Any) -> bool:
@@ -105,13 +116,19 @@ def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
     for name, value in names.items():
         if name.startswith("__"):
             continue
-        if (_stateful(value) and not _is_passive(value)) or _trainable(value) or _generator(value):
+        if _scoped_state(value):
             found[name] = value
-        elif _plain_object(value) and not _is_passive(value):
+        elif _plain_object(value) and not _is_passive(value) and not _positioned(value):
             for attr, inner in vars(value).items():
-                if _stateful(inner) and not _is_passive(inner):
+                if _scoped_state(inner):
                     found[f"{name}.{attr}"] = inner
     return found
+
+
+def _scoped_state(value: Any) -> bool:
+    if _positioned(value):
+        return True
+    return (_stateful(value) and not _is_passive(value)) or _trainable(value) or _generator(value)
 
 
 def _generator(value: Any) -> bool:
@@ -185,7 +202,7 @@ def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
     if isinstance(obj, (types.GeneratorType, type(threading.Lock()))):
         raise Unrestorable(f"a {type(obj).__name__}, which cannot be checkpointed")
     memo[id(obj)] = len(memo)
-    node = _capture_new(obj, snap)
+    node = _capture_position(obj, snap) if _positioned(obj) else _capture_new(obj, snap)
     node["id"] = memo[id(obj)]
     return node
 
@@ -237,6 +254,33 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
 
 
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+_COUNTERS = (bool, int, float)
+
+
+def _capture_position(obj: Any, snap: Snapshot) -> dict[str, Any]:
+    """A loader's or sampler's counters, and the generators, samplers and loaders it holds
+    (shared ones once: a loader and its sampler often hold the same generator)."""
+    numbers, parts = {}, {}
+    settings = _settings(type(obj))  # type: ignore[arg-type]  # a class is hashable
+    for name, value in getattr(obj, "__dict__", {}).items():
+        if type(value) in _COUNTERS and name not in settings:
+            numbers[name] = value
+        elif _positioned(value) or isinstance(value, torch.Generator):
+            parts[name] = capture(value, snap)
+    return {"k": "position", "v": numbers, "parts": parts}
+
+
+@functools.cache
+def _settings(cls: Any) -> frozenset[str]:
+    """What its constructors are told (``batch_size``, ``num_workers``, ``seed``): the script's
+    settings, which an edit may change, not a position the object advances itself."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if callable(init):
+            with contextlib.suppress(TypeError, ValueError):  # a builtin's: no signature
+                names.update(inspect.signature(init).parameters)
+    return frozenset(names)
 
 
 def _module_attrs(module: torch.nn.Module) -> dict[str, Any]:
@@ -260,8 +304,9 @@ def _flags(obj: Any) -> dict[str, Any]:
     (without it, torch warns that the scheduler stepped first)."""
     if isinstance(obj, torch.nn.Module):
         return {"training": [m.training for m in obj.modules()]}
-    if hasattr(obj, "_opt_called"):
-        return {"_opt_called": bool(obj._opt_called)}
+    stepped = _innermost(obj)
+    if hasattr(stepped, "_opt_called"):
+        return {"_opt_called": bool(stepped._opt_called)}
     return {}
 
 
@@ -270,7 +315,18 @@ def _set_flags(obj: Any, flags: dict[str, Any]) -> None:
         for module, training in zip(obj.modules(), flags["training"]):
             module.training = training
     if "_opt_called" in flags:
-        obj._opt_called = flags["_opt_called"]
+        _innermost(obj)._opt_called = flags["_opt_called"]
+
+
+def _innermost(obj: Any) -> Any:
+    """The optimizer a wrapper steps (accelerate's ``AcceleratedOptimizer.optimizer``): the
+    one a scheduler built before ``prepare`` watches."""
+    while isinstance(obj, torch.optim.Optimizer):
+        inner = getattr(obj, "optimizer", None)
+        if not isinstance(inner, torch.optim.Optimizer):
+            break
+        obj = inner
+    return obj
 
 
 class CannotRestore(FlorError):
@@ -405,6 +461,25 @@ def _restore_loader_iterator(
         raise CannotRestore(path, "a DataLoader iterator", str(e)) from None
 
 
+def _restore_position(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    """Move this process's loader or sampler to the recorded position, in place."""
+    if not _positioned(cur):
+        return cur  # the edit removed it: nothing to move
+    done[node["id"]] = cur
+    parts = {
+        name: restore(getattr(cur, name, _MISSING), child, done, f"{path}.{name}")
+        for name, child in node["parts"].items()
+    }
+    moved = {n: v for n, v in node["v"].items() if getattr(cur, n, _MISSING) != v}
+    for name, value in parts.items():
+        if value is not _MISSING and getattr(cur, name, _MISSING) is not value:
+            moved[name] = value  # a generator created lazily, after the first epoch
+    for name, value in moved.items():
+        with contextlib.suppress(ValueError, AttributeError):  # a read-only property
+            setattr(cur, name, value)
+    return cur
+
+
 def _restore_tensor_node(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
     return _restore_tensor(cur, node)
 
@@ -422,6 +497,7 @@ _RESTORERS: Mapping[str, Callable[[Any, dict[str, Any], dict[int, Any], str], An
             "obj": _restore_object,
             "pickle": _restore_pickled,
             "loader_iter": _restore_loader_iterator,
+            "position": _restore_position,
         }
     )
 )
