@@ -5,10 +5,9 @@ group of one process (whatever backend and rendezvous the script names), and
 ``get_rank``/``get_world_size`` and torchrun's variables (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``, ``MASTER_ADDR``, ...) give the recorded rank's view, so
 ``DistributedSampler`` picks that rank's shard and ``if rank == 0:`` prints what
-it printed. A collective carrying data would
-return this process's values alone where the record combined N ranks': it
-raises instead (``refuse``), never answers wrongly. ``barrier`` has nothing to
-combine and stays.
+it printed. A collective carrying data would return this process's values alone
+where the record combined N ranks': it raises instead (``refuse``), never
+answers wrongly. ``barrier`` has nothing to combine and stays.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
             continue
         if _scoped_state(value):
             found[name] = value
-        elif _plain_object(value) and not _is_passive(value) and not _positioned(value):
+        elif _plain_object(value) and not _is_passive(value):
             for attr, inner in vars(value).items():
                 if _scoped_state(inner):
                     found[f"{name}.{attr}"] = inner
@@ -126,9 +126,8 @@ def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scoped_state(value: Any) -> bool:
-    if _positioned(value):
-        return True
-    return (_stateful(value) and not _is_passive(value)) or _trainable(value) or _generator(value)
+    stateful = _stateful(value) and not _is_passive(value)
+    return stateful or _positioned(value) or _trainable(value) or _generator(value)
 
 
 def _generator(value: Any) -> bool:
@@ -202,12 +201,14 @@ def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
     if isinstance(obj, (types.GeneratorType, type(threading.Lock()))):
         raise Unrestorable(f"a {type(obj).__name__}, which cannot be checkpointed")
     memo[id(obj)] = len(memo)
-    node = _capture_position(obj, snap) if _positioned(obj) else _capture_new(obj, snap)
+    node = _capture_new(obj, snap)
     node["id"] = memo[id(obj)]
     return node
 
 
 def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
+    if _positioned(obj):
+        return _capture_position(obj, snap)
     if isinstance(obj, torch.Generator):
         return {"k": "gen", "v": obj.get_state(), "device": str(obj.device)}
     if isinstance(obj, torch.Tensor):
