@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from flor import runs
-from flor.errors import FlorError
+from flor.errors import DIVERGED, FlorError
 from flor.runs import layout, query
 from flor.runs.query import ranges
 from flor.runtime import process_end
@@ -327,7 +327,9 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
             f"(exit status {f.exit_status}):\n{tail}",
             err=True,
         )
-    sys.exit(1 if done.failures else 0)
+    for where in done.diverged:
+        edge.reporter.warn(launch.divergence(where))
+    sys.exit(1 if done.failures else DIVERGED if done.diverged else 0)
 
 
 @cli.command()

@@ -6,6 +6,10 @@ The CLI (and the legacy-flag entry point) turn a ``FlorError`` into a single
 
 from __future__ import annotations
 
+DIVERGED = 3
+"""Exit status of a replay that ran to the end, but a re-executed block ended in another
+state than the record's: what it printed there may not be what a full run prints."""
+
 
 class FlorError(Exception):
     """A user-facing failure with a short slug (e.g. ``no-run``) and one-line message."""

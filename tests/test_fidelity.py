@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import SCRIPTS, Flor, hindsight
 
+from flor.errors import DIVERGED
+
 pytestmark = pytest.mark.slow
 FIDELITY = SCRIPTS / "fidelity"
 DENSE, SPARSE = "1e9", "1e-9"  # every iteration checkpointed / only the first one
@@ -191,11 +193,19 @@ def test_verify_catches_a_block_that_is_not_deterministic(
     write(f, FIDELITY / "private_generator.py", "none")
     f.cli("run", "--name", "exp", "private_generator.py", *args, FLOR_EPSILON=DENSE)
     write(f, FIDELITY / "private_generator.py", "outside")
-    checked = f.cli("replay", "--name", "exp", "--verify", "2")
-    summary = checked.stderr.strip().splitlines()[-1]
-    assert "verified 2 re-executed checkpointed blocks" in summary and verdict in summary
-    assert ("re-executed to a state that differs from the record in" in checked.stderr) == (
-        verdict == "DIFFER"
-    )
+    for workers in ([], ["--workers", "2"]) if args else ([],):
+        checked = f.cli("replay", "--name", "exp", "--verify", "2", *workers, check=False)
+        lines = checked.stderr.strip().splitlines()
+        # the exit status says what the output cannot: it may not be a full run's
+        assert checked.returncode == (DIVERGED if args else 0)
+        assert ("ended in another state than the record's" in lines[-1]) == bool(args)
+        if workers:  # their own summaries stay in the workers' stderr
+            assert "segment 2/2: iteration" in lines[-1]
+            continue
+        summary = next(line for line in lines if "verified" in line)
+        assert "verified 2 re-executed checkpointed blocks" in summary and verdict in summary
+        assert ("re-executed to a state that differs from the record in" in checked.stderr) == (
+            verdict == "DIFFER"
+        )
     if not args:  # deterministic: what it prints is what a full run prints
         assert checked.stdout == f.truth(f.work / "private_generator.py")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from flor import runs
-from flor.errors import FlorError
+from flor.errors import DIVERGED, FlorError
 from flor.replay.activate import start
 from flor.replay.local import SegmentFailure
 from flor.replay.merge import merged_output
@@ -307,17 +307,31 @@ def _warn_training_edits(
 
 
 def replay_here(prepared: Prepared, store: Store, reporter: Reporter) -> int:
-    """Replay in this process; the exit status (the script's, or 2 if uploads failed)."""
+    """Replay in this process; the exit status: the script's, 2 if uploads failed, or
+    ``DIVERGED`` if a re-executed block ended away from the record."""
     session = start(prepared.options, store, reporter)
     status = _run_project(prepared.options, prepared.argv, reporter)
     session.close()
-    return status or (2 if session.upload_failed else 0)
+    if status or session.upload_failed:
+        return status or 2
+    if session.diverged:
+        reporter.warn(divergence(session.diverged))
+    return DIVERGED if session.diverged else 0
+
+
+def divergence(where: str) -> str:
+    """The line that says a replay left the record, and what that means for its output."""
+    return (
+        f"a re-executed block ended in another state than the record's ({where}): what it "
+        "printed from there may not be what a full run prints"
+    )
 
 
 @dataclass(frozen=True)
 class ParallelReplay:
     output: str  # merged, in iteration order
     failures: list[SegmentFailure]
+    diverged: list[str]  # each segment's first divergence from the record
 
 
 def replay_in_parallel(
@@ -363,7 +377,12 @@ def replay_in_parallel(
 
         failures = run_segments(worker_args, workers, workers, reporter.say)
         results = runs.replay_results(store, run.prefix, replay_id)
-    return ParallelReplay(merged_output(results), failures)
+    diverged = [
+        f"segment {r.segment[0]}/{r.segment[1]}: {r.diverged}"
+        for r in sorted(results, key=lambda r: r.segment)
+        if r.diverged
+    ]
+    return ParallelReplay(merged_output(results), failures, diverged)
 
 
 def estimate(prepared: Prepared) -> list[str]:

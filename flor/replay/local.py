@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from flor.errors import DIVERGED
+
 
 @dataclass
 class SegmentFailure:
@@ -49,7 +51,7 @@ def run_segments(
             stderr = errors.read().decode(errors="replace")
             errors.close()
             seconds = time.perf_counter() - started
-            if proc.returncode == 0:
+            if proc.returncode in (0, DIVERGED):  # diverged: its result says where
                 progress(f"segment {index}/{count} done in {seconds:.1f}s")
             else:
                 failures.append(SegmentFailure(index, proc.returncode, stderr))

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flor import runs
-from flor.errors import FlorError
+from flor.errors import DIVERGED, FlorError
 from flor.replay.local import SegmentFailure
 from flor.runs.records import SegmentResult
 from flor.store import STORE_ENV, StoreSettings
@@ -52,7 +52,7 @@ def replay_segment(args: list[str], result_key: str, store_url: str) -> dict[str
         stderr=subprocess.PIPE,
         text=True,
     )
-    if proc.returncode != 0:
+    if proc.returncode not in (0, DIVERGED):  # diverged: its result says where
         raise SegmentFailed(proc.returncode, proc.stderr)
     store = runs.open_store(store_url, StoreSettings.from_env(os.environ))  # this task's edge
     result: dict[str, Any] = runs.get_json(store, result_key)

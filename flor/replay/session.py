@@ -521,6 +521,7 @@ class Replayer(Session):
             output=self.stdout.text(),
             logs=tuple(self.logs),
             finished=time.time(),
+            diverged=self.tally.diverged(),
         )
         key = layout.segment_key(self.run.prefix, self.replay_id, index, count)
         layout.put_json(self.store, key, result.to_json())
@@ -531,6 +532,7 @@ class Replayer(Session):
         if self.tally.iterations or self.tally.echoed:
             self.stderr.quiet = False
             self.reporter.say(self.tally.summary())
+        self.diverged = result.diverged
         self.upload_failed = not self.flush_store()
 
 

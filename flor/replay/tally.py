@@ -52,11 +52,17 @@ class ReplayTally:
                 f"({self.seconds['quiet']:.2f} s)"
             )
         if self.checked:
-            bad = [(g, name, d) for g, name, d in self.checked if d is not None]
+            bad = [d for _, _, d in self.checked if d is not None]
             line += f"; verified {len(self.checked)} re-executed checkpointed blocks: "
             if bad:
-                g, name, differs = bad[0]
-                line += f"{len(bad)} DIFFER from the record (first: iteration {g}, {differs})"
+                line += f"{len(bad)} DIFFER from the record (first: {self.diverged()})"
             else:
                 line += "all match the record"
         return line
+
+    def diverged(self) -> str:
+        """Where a re-executed block first ended away from its checkpoint; "" if none did."""
+        for g, name, differs in self.checked:
+            if differs is not None:
+                return f"iteration {g}, block {name!r}, in {differs}"
+        return ""

@@ -214,6 +214,7 @@ class SegmentResult(_Record):
     output: Mapping[str, str] = field(default_factory=dict)  # "pre", each iteration, "post"
     logs: tuple[Mapping[str, Any], ...] = ()
     finished: float = 0.0
+    diverged: str = ""  # where a re-executed block first ended away from its checkpoint
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:

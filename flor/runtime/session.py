@@ -57,6 +57,7 @@ class Session:
         self._occurrences: dict[str, int] = {}
         self._open_block: tuple[str, int] | None = None
         self.upload_failed = False  # set by close when a remote store did not get everything
+        self.diverged = ""  # set by a replay's close: where a re-executed block left the record
 
     # -- what flor.it / SkipBlock / flor.log call -------------------------------
     def loop(self, iterable: Any) -> Iterator[Any]:
