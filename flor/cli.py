@@ -310,8 +310,9 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
 
     store = edge.store()
     here = not (request["workers"] or show_plan)  # this process replays: it imports torch
+    later = bool(request["workers"]) and not show_plan  # rewritten while the workers start
     prepared = launch.prepare(
-        launch.ReplayRequest(**request), store, edge.reporter, os.environ, here
+        launch.ReplayRequest(**request), store, edge.reporter, os.environ, here, not later
     )
     if show_plan:
         click.echo("\n".join(launch.estimate(prepared)))

@@ -15,6 +15,8 @@ import pytest
 from conftest import SCRIPTS, Flor, hindsight, pythonpath
 from test_project_layouts import LAYOUTS
 
+from flor.errors import DIVERGED
+
 pytestmark = pytest.mark.slow
 PROJECTS = SCRIPTS / "projects"
 DENSE = "1e9"  # a checkpoint every iteration: replays restore, and segments start anywhere
@@ -81,10 +83,12 @@ def test_project_records_and_replays_every_edit(
     engine = f.work / "engine.py"  # grads are zeroed again before they are next used
     zeroed = "batches += 1\n        optimizer.zero_grad()"
     engine.write_text(engine.read_text().replace("batches += 1", zeroed))
-    again = f.cli("replay", "--name", "exp")
+    again = f.cli("replay", "--name", "exp", check=False)
     assert again.stdout == truths["outside"]
     assert probed(f) == ["module.L0"]
     assert "engine.py:25: this edit changes training itself: it calls .zero_grad" in again.stderr
+    # Its blocks end with zeroed gradients, not the record's: flor cannot tell that harmless.
+    assert again.returncode == DIVERGED and "block 'module.L0', in model" in again.stderr
 
 
 def test_a_module_in_a_package_replays_by_segment_and_with_dash_m(flor_env: Flor) -> None:

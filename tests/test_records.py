@@ -33,7 +33,8 @@ def test_records_round_trip_their_json() -> None:
             "timings": {}, "block_timings": {}}  # fmt: skip
     assert LoopEnd.from_json(loop).end == 4 and LoopEnd.from_json(loop).to_json() == loop
     segment = {"run_id": "r", "segment": [1, 2], "iterations": [0, 1], "probed": [],
-               "output": {"pre": "", "0": "a\n"}, "logs": [], "finished": 1.0}  # fmt: skip
+               "output": {"pre": "", "0": "a\n"}, "logs": [], "finished": 1.0,
+               "diverged": "iteration 1, block 'b', in model"}  # fmt: skip
     assert SegmentResult.from_json(segment).to_json() == segment
 
 

@@ -125,7 +125,7 @@ def test_unparsable_script_runs_unmodified_like_python(flor_env: Flor) -> None:
 
 def test_replay_errors_are_one_line(flor_env: Flor) -> None:
     f = flor_env
-    write(f, "while_condition.py", "none")
+    script = write(f, "while_condition.py", "none")
     f.cli("run", "--name", "exp", "while_condition.py")
     cases = [
         (["replay", "--name", "nosuch"], "no recorded run named 'nosuch'"),
@@ -143,6 +143,12 @@ def test_replay_errors_are_one_line(flor_env: Flor) -> None:
         assert proc.returncode == 2, (args, proc.stderr)
         assert lines[-1].startswith("flor: error: ") and message in lines[-1], (args, proc.stderr)
         assert "Traceback" not in proc.stderr
+    # The parent of a parallel replay rewrites the edit while its workers start: an edit it
+    # refuses stops them, and is said once.
+    script.write_text(script.read_text() + "print(\n")
+    proc = f.cli("replay", "--name", "exp", "--workers", "2", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("flor: error: ") == 1
+    assert "cannot parse" in proc.stderr.strip().splitlines()[-1] and "segment" not in proc.stderr
 
 
 def test_changed_block_structure_is_refused(flor_env: Flor) -> None:

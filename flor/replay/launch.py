@@ -152,9 +152,12 @@ def prepare(
     reporter: Reporter,
     environ: Mapping[str, str],
     replays_here: bool = False,
+    rewrite: bool = True,
 ) -> Prepared:
     """Check ``request`` and build the replay's options; one-line errors for mistakes.
     ``replays_here``: this process will replay, so torch imports while flor rewrites.
+    ``rewrite=False``: the edited script is rewritten later (``check_edit``), while the
+    workers of a parallel replay, which rewrite it themselves, start.
 
     Inside a Slurm array job (or under torchrun, with ``segment_from_env``) the
     segment comes from ``environ`` unless the request names one. Under torchrun
@@ -168,9 +171,9 @@ def prepare(
     argv = list(request.args) if request.args or script != recorded_script else run.meta.argv[1:]
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
-    rewritten = _rewritten(run, script, original, module, reporter, replays_here)
-    source, project = rewritten.source, rewritten.project
-    _warn_training_edits(store, run, original, source, script, project, reporter)
+    done = (
+        _edited(store, run, script, original, module, reporter, replays_here) if rewrite else None
+    )
     options = Options(
         mode="replay",
         name=run.name,
@@ -179,10 +182,10 @@ def prepare(
         iterations=request.iterations,
         script=os.path.abspath(script),
         module=module,
-        source=source,
+        source=done.source if done else None,  # None: left to check_edit
         original=original,
-        project=project,
-        spawned=rewritten.spawned,
+        project=done.project if done else (),
+        spawned=bool(done and done.spawned),
         replay_id=replay_id or layout.new_id(),
         rank=request.rank,
         segments_from_env=request.segment_from_env,
@@ -213,6 +216,32 @@ def _recorded_something(run: runs.RecordedRun) -> runs.RecordedRun:
             "one (killed?), or is still starting; there is nothing to replay",
         )
     return run
+
+
+def check_edit(prepared: Prepared, store: Store, reporter: Reporter) -> None:
+    """What ``prepare(rewrite=False)`` left out: rewrite the edited script, to report how
+    (and refuse it in one line where it cannot be)."""
+    options = prepared.options
+    if options.source is None:
+        original = options.original or ""
+        _edited(store, prepared.run, prepared.script, original, options.module, reporter)
+
+
+def _edited(
+    store: Store,
+    run: runs.RecordedRun,
+    script: str,
+    original: str,
+    module: str | None,
+    reporter: Reporter,
+    replays_here: bool = False,
+) -> Rewritten:
+    """The edited script rewritten, its edits that change training warned of."""
+    rewritten = _rewritten(run, script, original, module, reporter, replays_here)
+    _warn_training_edits(
+        store, run, original, rewritten.source, script, rewritten.project, reporter
+    )
+    return rewritten
 
 
 def _rewritten(
@@ -358,9 +387,13 @@ def replay_in_parallel(
             *prepared.argv,
         ]
 
+    def meanwhile() -> None:
+        check_edit(prepared, store, reporter)
+
     if on_ray:
         from flor.replay.ray_backend import run_segments_on_ray
 
+        meanwhile()  # Ray's start-up dwarfs it
         results, failures = run_segments_on_ray(
             worker_args,
             lambda i: layout.segment_key(run.prefix, replay_id, i, workers),
@@ -375,7 +408,7 @@ def replay_in_parallel(
     else:
         from flor.replay.local import run_segments
 
-        failures = run_segments(worker_args, workers, workers, reporter.say)
+        failures = run_segments(worker_args, workers, workers, reporter.say, meanwhile)
         results = runs.replay_results(store, run.prefix, replay_id)
     diverged = [
         f"segment {r.segment[0]}/{r.segment[1]}: {r.diverged}"

@@ -29,13 +29,17 @@ def run_segments(
     count: int,
     workers: int,
     progress: Callable[[str], None],
+    meanwhile: Callable[[], None] = lambda: None,
 ) -> list[SegmentFailure]:
-    """Run segments 1..count, at most ``workers`` at once; return the ones that failed."""
+    """Run segments 1..count, at most ``workers`` at once; return the ones that failed.
+    ``meanwhile`` runs once the first workers started (they import torch meanwhile); if it
+    raises, the workers are stopped."""
     pending = list(range(1, count + 1))
     running: dict[
         int, tuple[subprocess.Popen[bytes], float, tempfile._TemporaryFileWrapper[bytes]]
     ] = {}
     failures: list[SegmentFailure] = []
+    meanwhile_ran = False
     while pending or running:
         while pending and len(running) < workers:
             index = pending.pop(0)
@@ -43,6 +47,16 @@ def run_segments(
             errors = tempfile.NamedTemporaryFile(prefix="flor-segment-")  # noqa: SIM115 (a pipe could fill up)
             proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
             running[index] = (proc, time.perf_counter(), errors)
+        if not meanwhile_ran:
+            meanwhile_ran = True
+            try:
+                meanwhile()
+            except BaseException:
+                for proc, _, errors in running.values():
+                    proc.kill()
+                    proc.wait()
+                    errors.close()
+                raise
         for index, (proc, started, errors) in list(running.items()):
             if proc.poll() is None:
                 continue
