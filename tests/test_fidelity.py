@@ -43,6 +43,7 @@ RUN_CASES = [  # (script, budget) recorded with `flor run`
     ("dqn_steps.py", DENSE),  # step loop, replay buffer filled outside the update
     ("stateful_loader.py", DENSE),  # a persistent StatefulDataLoader iterator with workers
     ("loss_after_block.py", DENSE),  # the edit reads the forward's loss after the block
+    ("best_state.py", DENSE),  # best weights copied outside the block, loaded after the loop
 ]
 
 
@@ -54,6 +55,7 @@ PARALLEL = {
     ("policy_lists.py", DENSE),
     ("dqn_steps.py", DENSE),
     ("stateful_loader.py", DENSE),  # a segment starts from the loader's recorded position
+    ("best_state.py", DENSE),  # a segment starts with the best weights a full run had copied
 }
 
 

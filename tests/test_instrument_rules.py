@@ -119,6 +119,27 @@ def test_conditionally_bound_names_cannot_raise_name_error() -> None:
     )
 
 
+def test_a_value_the_loop_keeps_for_after_it_is_carried() -> None:
+    """``best_state`` is rebound outside the block and read only after the loop: a replay
+    that skips the iteration that copied it must restore it (it exceeds the cheap values)."""
+    before = """\
+        def main():
+            best, best_state = 1e9, None
+            for epoch in range(3):
+                for x in data:
+                    model(x).backward()
+                    opt.step()
+                val = evaluate(model)
+                if val < best:
+                    best, best_state = val, copy.deepcopy(model.state_dict())
+            model.load_state_dict(best_state)
+
+        main()
+    """
+    out = rewrite(before)
+    assert "best=best, best_state=best_state)" in out
+
+
 def test_instrumenting_twice_changes_nothing() -> None:
     once = rewrite(
         "import torch\nfor e in range(2):\n    for x in d:\n        m(x).backward()\n        o.step()\n"

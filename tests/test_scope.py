@@ -4,6 +4,7 @@ captured, serialized and restored in process, as a skipped block sees them."""
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -37,10 +38,16 @@ def test_cheap_values_take_scalars_small_containers_and_small_tensors_only() -> 
         "big": big,
         "acc": np.float32(0.5),
         "model": torch.nn.Linear(2, 2),
+        "best_state": torch.nn.Linear(2, 2).state_dict(),  # an OrderedDict of small tensors
         "__name__": "__main__",
         "_flor_step": 1,
     }
-    assert sorted(cheap_values(names)) == ["acc", "history", "loss", "lr", "step", "tag"]
+    chosen = ["acc", "best_state", "history", "loss", "lr", "step", "tag"]
+    assert sorted(cheap_values(names)) == chosen
+    restored = restore(None, capture(names["best_state"], Snapshot()), {})
+    assert type(restored) is OrderedDict and list(restored) == ["weight", "bias"]
+    assert restored._metadata == names["best_state"]._metadata  # versions, for loading
+    assert all(torch.equal(restored[k], v) for k, v in names["best_state"].items())
 
 
 def test_cheap_values_stop_at_the_checkpoint_budget() -> None:

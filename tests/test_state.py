@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import OrderedDict
 
@@ -129,6 +130,16 @@ def test_self_reference() -> None:
 def test_generators_cannot_be_checkpointed() -> None:
     with pytest.raises(Unrestorable, match="generator"):
         capture(i for i in range(3))
+
+
+def test_a_cycle_over_a_loader_says_what_it_holds() -> None:
+    cycled = itertools.cycle(torch.utils.data.DataLoader(list(range(4))))
+    next(cycled)
+    with pytest.raises(Unrestorable) as e:
+        capture(cycled)
+    assert str(e.value) == (
+        "a cycle, which cannot be saved (_SingleProcessDataLoaderIter cannot be pickled)"
+    )
 
 
 def test_stateful_objects_in_scope_are_found() -> None:

@@ -17,6 +17,7 @@ import ctypes
 import inspect
 import sys
 import types
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -59,7 +60,11 @@ def cost(value: Any, limit: int) -> int | None:
         return int(value.nbytes)
     if t in (list, tuple) and len(value) <= _MAX_ITEMS:
         return _items_cost(value, limit)
-    if t is dict and len(value) <= _MAX_ITEMS and all(type(k) in (str, int) for k in value):
+    if (
+        t in (dict, OrderedDict)  # OrderedDict: a copy of a state_dict (the best weights)
+        and len(value) <= _MAX_ITEMS
+        and all(type(k) in (str, int) for k in value)
+    ):
         return _items_cost(value.values(), limit)
     return None
 

@@ -183,7 +183,16 @@ def _pickle(x: Any) -> bytes:
     try:
         return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:
-        raise Unrestorable(f"a {type(x).__name__}, which cannot be saved ({e})") from None
+        raise Unrestorable(f"a {type(x).__name__}, which cannot be saved ({_reason(e)})") from None
+
+
+def _reason(e: Exception) -> str:
+    """An exception's message; torch raises some with a format and its arguments unjoined
+    (``NotImplementedError('{} cannot be pickled', '_SingleProcessDataLoaderIter')``)."""
+    head, *rest = e.args or ("",)
+    if isinstance(head, str) and rest and head.count("{}") == len(rest):
+        return head.format(*rest)
+    return str(e)
 
 
 def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
@@ -243,7 +252,13 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
         kind = "list" if isinstance(obj, list) else "tuple"
         return {"k": kind, "v": [capture(v, snap) for v in obj]}
     if isinstance(obj, dict) and all(_primitive(k) for k in obj):
-        return {"k": "dict", "keys": list(obj), "v": [capture(v, snap) for v in obj.values()]}
+        node = {"k": "dict", "keys": list(obj), "v": [capture(v, snap) for v in obj.values()]}
+        if isinstance(obj, OrderedDict):  # a state_dict's copy: its versions matter to loading
+            node["ordered"] = True
+            meta = getattr(obj, "_metadata", None)
+            if isinstance(meta, dict):
+                node["meta"] = capture(meta, snap)
+        return node
     if not _plain_object(obj):
         return {"k": "pickle", "v": _pickle(obj)}
     attrs = vars(obj)
@@ -427,7 +442,12 @@ def _restore_dict(cur: Any, node: dict[str, Any], done: dict[int, Any], path: st
         cur.clear()
         cur.update(entries)
         return cur
-    return entries
+    if not node.get("ordered"):
+        return entries
+    ordered = OrderedDict(entries)
+    if "meta" in node:
+        setattr(ordered, "_metadata", restore(None, node["meta"], done, f"{path}._metadata"))  # noqa: B010 (OrderedDict declares none)
+    return ordered
 
 
 def _restore_object(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:

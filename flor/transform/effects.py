@@ -377,7 +377,11 @@ def _trainable_reads(p: Program, block: Nodes) -> list[str]:
 
 
 def _carried(p: Program, scope: Scope, loop: Loop, outer: Nodes) -> list[str]:
-    """Names the loop body rebinds outside the block, initialized before the loop and read in it."""
+    """Names the loop body rebinds outside the block that a later iteration or the code after
+    the loop reads: initialized before the loop and read in it, or read outside it (a
+    ``best_state`` kept when validation improves and loaded after the loop). A segment that
+    starts mid-run, or a sparse replay that skips iterations, must find the value a full
+    run had."""
     out = []
     for a in scope.assignments:
         if not any(p.inside(node_of(a), s) for s in outer) or a.name in out:
@@ -385,10 +389,12 @@ def _carried(p: Program, scope: Scope, loop: Loop, outer: Nodes) -> list[str]:
         if isinstance(node_of(a), (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)):
             continue
         others = scope.assignments[a.name]
+        references = [r.node for o in others for r in o.references]
         initialized = any(not p.inside(node_of(o), loop) for o in others)
-        read_in_loop = any(p.inside(r.node, loop) for o in others for r in o.references)
+        read_in_loop = any(p.inside(r, loop) for r in references)
+        read_outside = any(not p.inside(r, loop) for r in references)
         augmented = isinstance(p.parent(node_of(a)), cst.AugAssign)
-        if initialized and (read_in_loop or augmented):
+        if (initialized and (read_in_loop or augmented)) or read_outside:
             out.append(a.name)
     return out
 
