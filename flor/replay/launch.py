@@ -341,10 +341,10 @@ def replay_here(prepared: Prepared, store: Store, reporter: Reporter) -> int:
     session = start(prepared.options, store, reporter)
     status = _run_project(prepared.options, prepared.argv, reporter)
     session.close()
+    if session.diverged:  # said even where the script failed, or uploads did
+        reporter.warn(divergence(session.diverged))
     if status or session.upload_failed:
         return status or 2
-    if session.diverged:
-        reporter.warn(divergence(session.diverged))
     return DIVERGED if session.diverged else 0
 
 
