@@ -79,7 +79,8 @@ class WriteBackStore(Store):
 
     def keys(self, prefix: str) -> Iterator[str]:
         """What S3 holds, and what this process put that is still on its way there."""
-        yield from sorted(set(self.remote.keys(prefix)) | self._pending_under(prefix))
+        pending = self._pending_under(prefix)  # first: a key that settles after it is listed
+        yield from sorted(set(self.remote.keys(prefix)) | pending)
 
     def children(self, prefix: str) -> list[str]:
         if self._uploader is None or not self._uploader.pending():
