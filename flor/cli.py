@@ -273,6 +273,15 @@ def _refuse_sharded(files: dict[str, str]) -> None:
     help="Also re-execute K checkpointed blocks (per segment) and compare with the record.",
 )
 @click.option(
+    "--restore",
+    type=click.Choice(["auto", "always"]),
+    default="auto",
+    show_default=True,
+    envvar="FLOR_RESTORE",
+    help="Restore a checkpointed block only where that is faster than running it (auto; "
+    "replay measures it), or wherever a checkpoint is (always).",
+)
+@click.option(
     "--threads",
     help="Torch threads per replay process: N, or auto (the machine's cores / workers). "
     "Default: the recorded count, for bitwise parity with the record.",

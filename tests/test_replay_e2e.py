@@ -117,3 +117,18 @@ def test_all_segments_print_every_iteration_once(
         merged += body
     merged += segments[-1]["output"].get("post", "")
     assert merged == truth
+
+
+def test_a_block_that_runs_faster_than_its_restore_is_run(flor_env: Flor) -> None:
+    """Replay restores a checkpointed block only where that is faster than running it
+    (``--restore auto``, the default): the updates here, not the steps between them, whose
+    4 MB restore would take longer than their moment's work. ``always`` restores all."""
+    f = flor_env
+    f.python(f.copy("rare_updates.py"), "--flor", "exp", FLOR_EPSILON="1e9")
+    edited = f.copy("rare_updates.py", "outside")
+    truth, full = f.counting_backwards("full", (str(edited),), hand=True)
+    replay = (str(edited), "--flor", "exp", "--replay_flor")
+    auto, ran = f.counting_backwards("auto", replay, hand=True, FLOR_RESTORE="auto")
+    always, ran_always = f.counting_backwards("always", replay, hand=True)
+    assert auto.stdout == always.stdout == truth.stdout
+    assert (full, ran, ran_always) == (9, 6, 0), "auto runs the 6 steps between updates"

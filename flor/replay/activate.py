@@ -24,6 +24,7 @@ from flor.runtime.options import (
     Options,
     check_name,
     parse_epsilon,
+    parse_restore,
     parse_segment,
     parse_storage,
 )
@@ -56,8 +57,9 @@ def start(options: Options, store: Store, reporter: Reporter, job: Job | None = 
 
 
 def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str] | None]:
-    """The recorded loop's own periodic tests, and the names it may rebind
-    (``flor.transform.hindsight.periodic``); None where the script does not tell."""
+    """The recorded loop's own periodic tests, and its counters: the only values of the
+    loop a replay's conditions read from the record (``flor.transform.hindsight.periodic``);
+    None where the script does not tell."""
     from flor.runtime.conditions import Guards, Lookahead
     from flor.transform.hindsight import loop_file, periodic
     from flor.transform.report import project_sources
@@ -76,9 +78,11 @@ def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str]
         found = periodic(files[where], where)
     except FlorError:  # not python: the run reports it
         return None, None
+    if not found.sparse:  # not one flor.it loop: note every counter-like value
+        return None, None
     if not found.guards:
-        return None, found.rebindable
-    return Lookahead(Guards(found.guards, found), dict(found.steps)), found.rebindable
+        return None, found.counters
+    return Lookahead(Guards(found.guards, found), dict(found.steps)), found.counters
 
 
 def _one_line_errors(previous: Any, reporter: Reporter) -> Any:
@@ -133,7 +137,7 @@ def strip_legacy_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def legacy_options(found: dict[str, str], environ: Mapping[str, str], script: str) -> Options:
     """The options the legacy flags ``found`` give (and ``FLOR_EPSILON``, ``FLOR_STORAGE``,
-    ``FLOR_ITERATIONS``)."""
+    ``FLOR_ITERATIONS``, ``FLOR_RESTORE``)."""
     segment, replay_id = found.get("segment") or "1/1", None
     if found.get("segment") == "":
         from flor.replay.segments import segment_from_env
@@ -146,6 +150,7 @@ def legacy_options(found: dict[str, str], environ: Mapping[str, str], script: st
         name=check_name(found["name"]),
         segment=parse_segment(segment),
         iterations=environ.get("FLOR_ITERATIONS") or None,
+        restore_always=parse_restore(environ.get("FLOR_RESTORE")),
         epsilon=parse_epsilon(environ.get("FLOR_EPSILON")),
         storage=parse_storage(environ.get("FLOR_STORAGE")),
         script=script,

@@ -126,6 +126,7 @@ class ReplayRequest:
     address: str | None = None
     iterations: str | None = None
     verify: int = 0
+    restore: str = "auto"  # or "always": wherever a checkpoint is, even where running is cheaper
     threads: str | None = None  # N, "auto", or None: the recorded count
     replay_id: str | None = None
     rank: int | None = None  # of a run recorded by several processes, replayed in one
@@ -190,22 +191,15 @@ def prepare(
         rank=request.rank,
         segments_from_env=request.segment_from_env,
         verify=request.verify,
+        restore_always=request.restore == "always",
         threads=_threads(request.threads, request.workers or 1, os.cpu_count() or 1),
     )
     check_segments(run, options.segment[1])
-    # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
-    ray = request.address or environ.get("RAY_ADDRESS") or "local"
     on_ray = request.backend == "ray"
-    return Prepared(
-        run,
-        options,
-        script,
-        list(argv),
-        request.workers,
-        world,
-        ray if on_ray else None,
-        shipped_env(environ) if on_ray else {},
-    )
+    # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
+    ray = (request.address or environ.get("RAY_ADDRESS") or "local") if on_ray else None
+    ray_env = shipped_env(environ) if on_ray else {}
+    return Prepared(run, options, script, list(argv), request.workers, world, ray, ray_env)
 
 
 def _recorded_something(run: runs.RecordedRun) -> runs.RecordedRun:
@@ -375,6 +369,7 @@ def replay_in_parallel(
     def worker_args(index: int) -> list[str]:
         extra = ["--iterations", options.iterations] if options.iterations else []
         extra += ["--verify", str(options.verify)] if options.verify else []
+        extra += ["--restore", "always"] if options.restore_always else []
         extra += ["--threads", str(options.threads)] if options.threads else []
         extra += ["--rank", str(options.rank)] if options.rank is not None else []
         where = os.path.basename(prepared.script) if on_ray else prepared.script  # Ray: shipped

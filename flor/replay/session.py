@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from flor import runs
 from flor.errors import CorruptCheckpoint, FlorError
 from flor.replay import standin
+from flor.replay.costs import RestoreCost
 from flor.replay.loader import CheckpointLoader
 from flor.replay.plan import (
     DEAD,
@@ -46,7 +47,7 @@ from flor.runtime.state import CannotRestore, restore, restore_rng, stateful_in_
 from flor.runtime.stdout_capture import TaggedStream
 from flor.runtime.unbound import UNBOUND
 from flor.store import Store
-from flor.transform import EndCall, compare
+from flor.transform import BlockChanges, EndCall, compare
 from flor.transform.hindsight import Hindsight, analyze_project, loop_assigned, loop_file
 from flor.transform.report import project_sources
 
@@ -67,28 +68,24 @@ class ReplayPlan:
 
 
 def plan_replay(
-    run: runs.RecordedRun, source: str, script: str, options: Options, in_step: bool = False
+    run: runs.RecordedRun,
+    source: str,
+    script: str,
+    options: Options,
+    in_step: bool = False,
+    lookup: Lookup | None = no_lookup,
 ) -> ReplayPlan:
     """Plan a replay of ``run`` with the edited ``source``; one-line errors for what cannot be.
 
     A sparse plan's conditions may read names the loop never assigns, known once the loop
-    starts: ``replan`` then plans its iterations again with them. ``in_step``: the ranks
+    starts: ``replan`` then plans its iterations again with them (``lookup=None``: only
+    then; until it does, every iteration is planned to run). ``in_step``: the ranks
     of a job replay together, so they must run the same iterations: only checkpoints
     usable on every rank count, and ``replan`` runs what any rank needs."""
     recorded_files = project_sources(run.project, script, run.source)
     edited_files = project_sources(options.project, script, source)
     changes = compare(run.source, source, script, recorded_files, edited_files)
-    if changes.missing or changes.added:
-        parts = []
-        if changes.missing:
-            parts.append("missing now: " + ", ".join(sorted(changes.missing)))
-        if changes.added:
-            parts.append("not in the record: " + ", ".join(sorted(changes.added)))
-        raise FlorError(
-            "blocks-changed",
-            f"{script}: SkipBlocks no longer match the record ({'; '.join(parts)}); "
-            "replaying would restore state into the wrong code",
-        )
+    _check_blocks(changes, script)
     total = run.iterations
     index, count = options.segment
     if len(run.loops) > 1 and (count > 1 or options.iterations):
@@ -110,7 +107,7 @@ def plan_replay(
     hindsight = None
     if len(run.loops) <= 1:
         hindsight = analyze_project(recorded_files, edited_files, script)
-    plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, no_lookup)
+    plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, lookup)
     return ReplayPlan(
         plan,
         frozenset(live),
@@ -122,6 +119,21 @@ def plan_replay(
         hindsight,
         needed,
     )
+
+
+def _check_blocks(changes: BlockChanges, script: str) -> None:
+    """The edited script's blocks must be the recorded ones: a one-line error if not."""
+    if changes.missing or changes.added:
+        parts = []
+        if changes.missing:
+            parts.append("missing now: " + ", ".join(sorted(changes.missing)))
+        if changes.added:
+            parts.append("not in the record: " + ", ".join(sorted(changes.added)))
+        raise FlorError(
+            "blocks-changed",
+            f"{script}: SkipBlocks no longer match the record ({'; '.join(parts)}); "
+            "replaying would restore state into the wrong code",
+        )
 
 
 def replan(
@@ -145,12 +157,13 @@ def _iterations(
     usable: set[int],
     hindsight: Hindsight | None,
     verify: int,
-    lookup: Lookup,
+    lookup: Lookup | None,
     agree: Callable[[set[int]], set[int]] | None = None,
 ) -> tuple[Plan, Needed | None, frozenset[int]]:
-    """What each iteration does (sparse where the edit allows), and those re-run to check."""
+    """What each iteration does (sparse where the edit allows, and ``lookup`` is given),
+    and those re-run to check."""
     needed = None
-    if hindsight is not None and hindsight.sparse:
+    if hindsight is not None and hindsight.sparse and lookup is not None:
         needed = needed_iterations(run, hindsight, lookup, live)
         if agree is not None:  # a rank's conditions (`rank == 0`) may differ from another's
             needed = replace(needed, iterations=agree(needed.iterations))
@@ -182,7 +195,9 @@ class Replayer(Session):
         self.job = job if self.world.in_step else None
         self.script = options.script or self.run.meta.script or ""
         self.source = options.source if options.source is not None else read_script(self.script)
-        decided = plan_replay(self.run, self.source, self.script, options, self.world.in_step)
+        decided = plan_replay(
+            self.run, self.source, self.script, options, self.world.in_step, lookup=None
+        )
         if decided.lacking:
             first = min(decided.lacking)
             self.warn_once(
@@ -199,15 +214,20 @@ class Replayer(Session):
         self.rebound = loop_assigned(files[where], where) if len(self.run.loops) <= 1 else None
         self.usable = decided.usable
         self.ends = decided.ends
+        # The ranks of a job must agree on what runs (collectives), a stand-in runs nothing.
+        always = options.restore_always or self.run.meta.world_size > 1
+        self.restore_cost = RestoreCost(self.run.meta, always)
         self.replay_id = options.replay_id or runs.new_id()
         self.stdout = TaggedStream(sys.stdout, keep=True)
         self.stderr = TaggedStream(sys.stderr, keep=False)
         sys.stdout, sys.stderr = self.stdout, self.stderr
         self.tally = ReplayTally()
         # A sparse plan is final once the loop starts: its conditions may read names then bound.
-        self._decided: ReplayPlan | None = decided if decided.needed is not None else None
+        sparse = decided.hindsight is not None and decided.hindsight.sparse
+        self._decided: ReplayPlan | None = decided if sparse else None
         self._adopt(decided, final=self._decided is None)
         self._restoring: Any = None
+        self._restore_started = 0.0
         self._checking: CheckpointEntry | None = None
         self._closed = False
         atexit.register(self.close)
@@ -283,10 +303,15 @@ class Replayer(Session):
         for g in sorted(self.usable):
             if self.plan.action(g) == DEAD:
                 continue
+            if g not in self.plan.entries and not self._restore_pays(g):
+                continue
             for block, entry in self.run.commits[g].blocks.items():
                 if g in self.plan.entries or block.rsplit("/", 1)[0] not in self.probed:
                     reads.append(entry)
         return reads
+
+    def _restore_pays(self, g: int) -> bool:
+        return self.restore_cost.pays(self.run.block_timings.get(g))
 
     # -- the main loop ---------------------------------------------------------------
     def main_loop(self, iterable: Any) -> Iterator[Any]:
@@ -359,8 +384,12 @@ class Replayer(Session):
                 f"replaying with {threads} torch threads, recorded with {recorded['threads']}: "
                 "sums may round differently, so printed digits can differ from the record's",
             )
-        if recorded.get("deterministic") is not None:
-            torch.use_deterministic_algorithms(recorded["deterministic"])
+        deterministic = recorded.get("deterministic")
+        if (
+            deterministic is not None
+            and deterministic != torch.are_deterministic_algorithms_enabled()
+        ):
+            torch.use_deterministic_algorithms(deterministic)  # imports torch._dynamo: 1 s
         now = numeric_environment()
         for fact in ("torch", "cuda"):
             if fact in recorded and recorded[fact] != now[fact]:
@@ -386,6 +415,9 @@ class Replayer(Session):
                 f"iteration {g} has no checkpoint of block {name!r} to start from; replay the whole run",
             )
         forced = probed or name in self.probed or g in self.verify_at
+        if entry is not None and not (must_restore or forced or self._restore_pays(g)):
+            self.tally.block(name, executed=True)  # its state is current: running is cheaper
+            return True
         if entry is None or (not must_restore and forced) or not self._load(g, name, entry):
             if self.world.standin:
                 self._refuse_execution(g, f"block {name!r} cannot be restored")
@@ -402,6 +434,7 @@ class Replayer(Session):
 
     def _load(self, g: int, name: str, entry: CheckpointEntry) -> bool:
         """Load the checkpoint to restore at the block's end; False (re-execute) if corrupt."""
+        self._restore_started = time.perf_counter()
         try:
             self._restoring = self.loader.get(entry)
         except CorruptCheckpoint as e:
@@ -451,6 +484,7 @@ class Replayer(Session):
         name, _ = self.close_block()
         tree, self._restoring = self._restoring, None
         checking, self._checking = self._checking, None
+        skipped = tree is not None
         if tree is None and checking is not None:
             tree = self._check(name, checking, objs, named, frame)  # differs: restore the record
         if tree is None:
@@ -462,13 +496,16 @@ class Replayer(Session):
                 f"the checkpoint of iteration {self.iteration} holds {len(tree['objs'])}",
             )
         try:
-            return self._restore(name, tree, objs, named, frame)
+            restored = self._restore(name, tree, objs, named, frame)
         except CannotRestore as e:
             raise FlorError(
                 e.slug,
                 f"iteration {self.iteration}, block {name!r}: {e.message}; run this block "
                 "instead of restoring it by changing a line inside it (it is then probed)",
             ) from None
+        if skipped:
+            self.restore_cost.measured(time.perf_counter() - self._restore_started)
+        return restored
 
     def _restore(
         self, name: str, tree: Any, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
@@ -524,7 +561,7 @@ class Replayer(Session):
             diverged=self.tally.diverged(),
         )
         key = layout.segment_key(self.run.prefix, self.replay_id, index, count)
-        layout.put_json(self.store, key, result.to_json())
+        layout.put_json(self.store, key, result.to_json(), compact=True)  # an output per iteration
         self.store.put(
             layout.replay_source_key(self.run.prefix, self.replay_id), self.source.encode()
         )

@@ -155,8 +155,9 @@ def is_data(key: str) -> bool:
 
 
 def put_json(store: Store, key: str, value: Any, compact: bool = False) -> None:
-    """``compact``: for the journal's entries, written while training runs (an indented
-    dump takes json's pure-Python encoder, several milliseconds per entry)."""
+    """``compact``: for the journal's entries, written while training runs, and a replay's
+    output (an indented dump takes json's pure-Python encoder, several milliseconds per
+    entry, 0.1 s for a replay's 10,000 iterations)."""
     indent = None if compact else 1
     store.put(key, json.dumps(value, indent=indent, sort_keys=True).encode())
 

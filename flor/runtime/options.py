@@ -52,6 +52,7 @@ class Options:
     module: str | None = None  # the script is this module, run as `python -m MODULE`
     replay_id: str | None = None  # shared by the segments of one parallel replay
     verify: int = 0  # replay: re-execute this many checkpointed blocks just to compare
+    restore_always: bool = False  # replay: restore even blocks that run faster than a restore
     threads: int | None = None  # replay: torch threads (None: the recorded count, for parity)
     source: str | None = None  # the code actually run, when it is not the file (flor run)
     original: str | None = None  # the user's unmodified script, when flor rewrote it
@@ -89,6 +90,14 @@ def parse_epsilon(text: str | None) -> float:
     if not value > 0:
         raise FlorError("bad-epsilon", f"epsilon {text!r} must be a positive number")
     return value
+
+
+def parse_restore(text: str | None) -> bool:
+    """``FLOR_RESTORE``: ``auto`` (default) or ``always``; whether to restore always."""
+    value = (text or "auto").strip().lower()
+    if value not in ("auto", "always"):
+        raise FlorError("bad-restore", f"FLOR_RESTORE={text!r}: use auto or always")
+    return value == "always"
 
 
 def parse_storage(text: str | None) -> StorageBudget:
