@@ -104,7 +104,7 @@ class RunMeta(_Record):
     compute_seconds: float = 0.0
     overhead: float = 0.0  # everything flor charged, over compute_seconds
     setup_seconds: float = 0.0  # of which flor's start-up
-    bookkeeping_seconds: float = 0.0  # and its work in every iteration, checkpoints aside
+    bookkeeping_seconds: float = 0.0  # and its work in every iteration, and journaling them
     stall_seconds: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
     _newer = frozenset(
@@ -136,9 +136,9 @@ class RunMeta(_Record):
     def overhead_parts(self) -> str:
         """What the overhead is made of: what the budget paid for, and what it does not."""
         return (
-            f"start-up {self.setup_seconds:.2f} s and checkpoints {self.checkpoint_seconds:.2f} s "
-            f"within the {self.epsilon:.2%} budget, per-iteration bookkeeping "
-            f"{self.bookkeeping_seconds:.2f} s; of {self.compute_seconds:.1f} s of training"
+            f"start-up {self.setup_seconds:.2f} s, checkpoints {self.checkpoint_seconds:.2f} s "
+            f"and per-iteration bookkeeping {self.bookkeeping_seconds:.2f} s, of a "
+            f"{self.epsilon:.2%} budget; of {self.compute_seconds:.1f} s of training"
         )
 
 

@@ -6,14 +6,16 @@ in-memory copy (the stall) plus the writer's CPU time to serialize and hash it
 flor's start-up is charged too (``fixed``: instrumenting the script; torch's
 import is the script's own), paid off at half the budget's rate so that the
 first minutes of a run still get checkpoints: it is fully paid once training
-has run ``2 * fixed / epsilon`` seconds. A checkpoint is taken when everything
+has run ``2 * fixed / epsilon`` seconds. So is flor's ``bookkeeping`` in every
+iteration (timing it, noting its counters, deciding; journaling the iterations
+without a checkpoint), which no checkpoint causes but the budget covers too: a
+loop of steps so short that it leaves little of the budget gets fewer
+checkpoints. A checkpoint is taken when everything
 spent so far plus the expected cost of this one stays within ``epsilon``
 times the compute so far. Expensive checkpoints thereby become sparse and
 periodic on their own; the first one is always taken, because cost must be
 measured before it can be budgeted, and the estimate is a running mean over
-the recent checkpoints, not only the first. (flor's bookkeeping in every
-iteration is measured and reported by the recorder, not charged here: fewer
-checkpoints would not make it smaller.)
+the recent checkpoints, not only the first.
 
 Where the budget buys fewer checkpoints than iterations, it spends them where
 hindsight will look. People add hindsight lines beside the loop's periodic work
@@ -48,9 +50,13 @@ class CheckpointPolicy:
         self.periodic = periodic  # the loop has tests to prefer: keep a reserve for them
         self.spent = 0.0  # seconds of checkpoint cost so far
         self.fixed = 0.0  # seconds of flor's start-up
+        self.bookkeeping = 0.0  # seconds of flor's own work in iterations (the training
+        # thread adds to it without the lock: nothing else writes it)
+        self.journaling = 0.0  # the writer's, journaling iterations without a checkpoint
         self.taken = 0
         self._recent: deque[float] = deque(maxlen=8)  # cost of each recent checkpoint
         self._pending: dict[int, float] = {}  # iteration -> cost charged so far
+        self._expected: float | None = None  # the next one's cost (None: nothing charged yet)
         self._settled = -1  # the last checkpoint settled: the newest in _recent
         self._lock = threading.Lock()  # the writer thread charges too
 
@@ -63,14 +69,13 @@ class CheckpointPolicy:
         self, compute: float, iteration: int = 0, preferred: Callable[[], bool] | None = None
     ) -> Decision:
         """Whether to checkpoint ``iteration`` now, after ``compute`` seconds of training;
-        ``preferred()``: whether the next iteration is one of the loop's periodic ones."""
-        with self._lock:
-            if not self._recent and not self._pending:
-                return Decision.TAKE
-            recent = list(self._recent) or list(self._pending.values())
-            expected = sum(recent) / len(recent)
-            budget = self.epsilon * compute
-            spent = self.spent + min(self.fixed, budget / 2)  # start-up: paid off at half rate
+        ``preferred()``: whether the next iteration is one of the loop's periodic ones.
+        Called every iteration, so it reads what ``charge`` and ``settle`` keep, lock-free."""
+        expected = self._expected
+        if expected is None:
+            return Decision.TAKE
+        budget = self.epsilon * compute
+        spent = self._charged() + min(self.fixed, budget / 2)  # start-up: paid off at half rate
         if spent + expected > budget:
             # The eve of the loop's periodic work may overdraw the budget by one checkpoint:
             # early in a run, before the budget has grown to two checkpoints, the first
@@ -87,14 +92,27 @@ class CheckpointPolicy:
         on_round = (iteration + 1) % round_period(affordable) == 0
         return Decision.TAKE if on_round else Decision.SKIP
 
+    def _charged(self) -> float:
+        return self.spent + self.bookkeeping + self.journaling
+
     def charge(self, iteration: int, seconds: float) -> None:
-        """Account ``seconds`` of cost to the checkpoint of ``iteration``."""
+        """Account ``seconds`` of cost to the checkpoint of ``iteration`` (negative: to
+        journaling the iterations between checkpoints)."""
         with self._lock:
+            if iteration < 0:
+                self.journaling += seconds
+                return
             self.spent += seconds
             if iteration not in self._pending and iteration == self._settled and self._recent:
                 self._recent[-1] += seconds  # its commit, measured once the commit had run
             else:
                 self._pending[iteration] = self._pending.get(iteration, 0.0) + seconds
+            self._estimate()
+
+    def _estimate(self) -> None:
+        """The next checkpoint's expected cost: the mean of the recent ones (under the lock)."""
+        recent = list(self._recent) or list(self._pending.values())
+        self._expected = sum(recent) / len(recent) if recent else None
 
     def charge_fixed(self, seconds: float) -> None:
         """Account ``seconds`` of flor's own time that no checkpoint caused."""
@@ -107,10 +125,11 @@ class CheckpointPolicy:
                 self._recent.append(self._pending.pop(iteration))
                 self._settled = iteration
                 self.taken += 1
+                self._estimate()
 
     def overhead(self, compute: float) -> float:
         """Achieved overhead: everything charged, over compute."""
-        return (self.spent + self.fixed) / compute if compute > 0 else 0.0
+        return (self._charged() + self.fixed) / compute if compute > 0 else 0.0
 
 
 def round_numbers(limit: float) -> Iterator[int]:

@@ -63,7 +63,7 @@ class Recorder(Session):
         job: Job | None = None,
     ) -> None:
         """``lookahead``: the loop's own periodic tests, where checkpoints are preferred;
-        ``watched``: the names the loop may rebind (None: any), whose counters are noted;
+        ``watched``: the loop's counters, whose values are noted (None: any int or bool);
         ``job``: the job this process is a rank of (None: torchrun's, if any)."""
         super().__init__(options, store, reporter)
         self.job = job or Job.from_env(os.environ)
@@ -80,7 +80,6 @@ class Recorder(Session):
         self.clock = IterationClock()
         self.scalars = LoopScalars(watched)
         self.stalls: list[float] = []  # training-thread seconds per checkpointed block
-        self.bookkeeping = 0.0  # flor's own seconds in iterations, checkpoints aside
         self.written: list[Future[Written]] = []
         self._checkpointing: Decision | None = None  # decided at the iteration's first block end
         self._unrestorable = False  # some block's state cannot be saved: never checkpoint
@@ -159,7 +158,7 @@ class Recorder(Session):
         self._checkpointing = None
         self._blocks = {}
         self.stdout.bucket = str(iteration)
-        self.bookkeeping += time.perf_counter() - start
+        self.policy.bookkeeping += time.perf_counter() - start
         self.clock.begin_iteration()
 
     def _end(self) -> None:
@@ -172,7 +171,7 @@ class Recorder(Session):
         elif g - self._journaled >= JOURNAL_EVERY:
             self._submit_commit(g, {}, False)
         self.end_iteration()
-        self.bookkeeping += time.perf_counter() - start
+        self.policy.bookkeeping += time.perf_counter() - start
 
     def _submit_commit(self, g: int, blocks: dict[str, Future[Written]], preferred: bool) -> None:
         """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
@@ -189,7 +188,7 @@ class Recorder(Session):
                 self.policy.settle(g)  # the commit made g visible
                 self._thin(g, [f.result() for f in blocks.values()], preferred)
 
-        # Only a checkpoint's commit is charged to it; the others are the journal's bookkeeping.
+        # Only a checkpoint's commit is charged to it; the others are the journal's (-1).
         self.writer.submit(g if blocks else -1, commit, commit=bool(blocks))
         self.written.extend(blocks.values())
 
@@ -273,7 +272,7 @@ class Recorder(Session):
             self._decide_ahead(compute, g, frame)  # after the stall, which the policy learns
         own = time.perf_counter() - start
         self.clock.stalled(own)
-        self.bookkeeping += own - stall  # the checkpoint's stall is charged to it
+        self.policy.bookkeeping += own - stall  # the checkpoint's stall is charged to it
         return (*objs, *named.values())
 
     def _decide(self, compute: float, g: int, frame: Frame) -> Decision:
@@ -353,7 +352,7 @@ class Recorder(Session):
 
     def _report(self) -> None:
         compute = self.clock.compute
-        overhead = self.policy.overhead(compute) + (self.bookkeeping / compute if compute else 0.0)
+        overhead = self.policy.overhead(compute)
         logical, stored = self._bytes()
         thinned = self.thinning.thinned
         self.meta = self.meta.updated(
@@ -365,7 +364,7 @@ class Recorder(Session):
             compute_seconds=round(self.clock.compute, 3),
             overhead=round(overhead, 5),
             setup_seconds=round(self.policy.fixed, 3),
-            bookkeeping_seconds=round(self.bookkeeping, 3),
+            bookkeeping_seconds=round(self.policy.bookkeeping + self.policy.journaling, 3),
             stall_seconds=tuple(round(s, 6) for s in self.stalls[-1000:]),
         )
         kept = (

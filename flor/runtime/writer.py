@@ -89,8 +89,7 @@ class BackgroundWriter:
                     self._warn(f"journal entry not written: {e}")
                 future.set_exception(e)
             finally:
-                if iteration >= 0:
-                    self._on_cost(iteration, time.thread_time() - cpu)
+                self._on_cost(iteration, time.thread_time() - cpu)  # -1: the journal's own
                 with self._cond:
                     self._inflight -= nbytes
                     self._cond.notify_all()

@@ -74,7 +74,6 @@ class Hindsight:
     targets: tuple[tuple[str, str], ...] = ()  # loop variable -> its recorded key ("@", "@0")
     counters: frozenset[str] = field(default_factory=frozenset)  # values the body advances
     steps: tuple[tuple[str, int], ...] = ()  # counter -> how much one pass advances it
-    rebindable: frozenset[str] | None = None  # periodic(): what the loop may rebind (loop_assigned)
 
     @property
     def sparse(self) -> bool:
@@ -372,8 +371,9 @@ class _Loop:
 
 def periodic(source: str, filename: str = "<script>") -> Hindsight:
     """The main loop's own ``if`` tests that a recording can evaluate one iteration ahead
-    (its evaluation and logging branches): where hindsight lines will go. Also the names
-    the loop may rebind: the only counters a recording needs to note."""
+    (its evaluation and logging branches): where hindsight lines will go. Its ``counters``
+    are the only values of the loop a recording needs to note: a test that reads any other
+    name the loop assigns is not evaluated from the record (``_unknowable``)."""
     tree = parse(source, filename)
     found = _main_loop(tree)
     if found is None:
@@ -386,8 +386,7 @@ def periodic(source: str, filename: str = "<script>") -> Hindsight:
     ]
     resolved = [loop.resolve(Condition(ast.unparse(t.test), True, t.test.lineno)) for t in tests]
     guards = tuple((c,) for c in resolved if isinstance(c, Condition))
-    found_guards = loop.analysis(tuple(sorted(guards, key=lambda g: g[0].line)), after=False)
-    return replace(found_guards, rebindable=_rebindable(tree, found[0]))
+    return loop.analysis(tuple(sorted(guards, key=lambda g: g[0].line)), after=False)
 
 
 def _targets(target: ast.expr) -> dict[str, str]:
