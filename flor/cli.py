@@ -301,6 +301,7 @@ def _refuse_sharded(files: dict[str, str]) -> None:
     help="Under torchrun: each rank replays segment RANK+1 of WORLD_SIZE of a one-process run.",
 )
 @click.option("--replay-id", hidden=True)
+@click.option("--rewritten", hidden=True)  # a worker's: its parent's rewrite (replay/handover)
 @click.argument("script", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj

@@ -1,15 +1,20 @@
 """The flor command's process: its start-up forked beside torch's import, and its end
-without Python's teardown. Each case runs in a fresh python, as the command does."""
+without Python's teardown. Each case runs in a fresh python, as the command does. And the
+rewrite a parallel replay's parent hands over to its workers."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
+from flor.errors import FlorError
+from flor.replay.handover import hand_over, taken_over
 from flor.runtime import process_end
 
 
@@ -152,3 +157,16 @@ def test_exit_codes_are_what_sys_exit_would_make_them(capsys: pytest.CaptureFixt
     assert [process_end.exit_status(c) for c in (None, 0, 2, 256 + 1, -1)] == [0, 0, 2, 1, 255]
     assert process_end.exit_status("flor: error: a message") == 1
     assert capsys.readouterr().err == "flor: error: a message\n"
+
+
+def test_a_parallel_replays_workers_take_its_rewrite_over(tmp_path: Path) -> None:
+    """The parent of `--workers` rewrites the edit once and hands it over; a worker waits for
+    the whole file, and gives up in one line if its parent ended without handing it over."""
+    path = str(tmp_path / "rewritten.pickle")
+    later = threading.Timer(0.2, hand_over, (path, {"source": "print(1)\n"}))
+    later.start()
+    assert taken_over(path, os.getpid()) == {"source": "print(1)\n"}
+    assert not os.path.exists(path + ".tmp")
+    gone = _python("import os; print(os.getpid())", tmp_path)
+    with pytest.raises(FlorError, match="has ended"):
+        taken_over(str(tmp_path / "never"), int(gone.stdout))

@@ -10,13 +10,15 @@ Ray tasks and merges what they printed, and ``estimate`` says what it would do.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from flor import runs
 from flor.errors import DIVERGED, FlorError
 from flor.replay.activate import start
+from flor.replay.handover import hand_over, taken_over
 from flor.replay.local import SegmentFailure
 from flor.replay.merge import merged_output
 from flor.replay.plan import DEAD, ECHO, check_segments
@@ -129,6 +131,7 @@ class ReplayRequest:
     restore: str = "auto"  # or "always": wherever a checkpoint is, even where running is cheaper
     threads: str | None = None  # N, "auto", or None: the recorded count
     replay_id: str | None = None
+    rewritten: str | None = None  # a worker's: where its parallel replay hands its rewrite over
     rank: int | None = None  # of a run recorded by several processes, replayed in one
     segment_from_env: bool = False  # torchrun's RANK/WORLD_SIZE name segments, not a job
     script: str | None = None
@@ -173,7 +176,9 @@ def prepare(
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
     done = (
-        _edited(store, run, script, original, module, reporter, replays_here) if rewrite else None
+        _edited(store, run, script, original, module, reporter, replays_here, request.rewritten)
+        if rewrite
+        else None
     )
     options = Options(
         mode="replay",
@@ -212,13 +217,14 @@ def _recorded_something(run: runs.RecordedRun) -> runs.RecordedRun:
     return run
 
 
-def check_edit(prepared: Prepared, store: Store, reporter: Reporter) -> None:
+def check_edit(prepared: Prepared, store: Store, reporter: Reporter) -> Rewritten | None:
     """What ``prepare(rewrite=False)`` left out: rewrite the edited script, to report how
     (and refuse it in one line where it cannot be)."""
     options = prepared.options
-    if options.source is None:
-        original = options.original or ""
-        _edited(store, prepared.run, prepared.script, original, options.module, reporter)
+    if options.source is not None:
+        return None
+    original = options.original or ""
+    return _edited(store, prepared.run, prepared.script, original, options.module, reporter)
 
 
 def _edited(
@@ -229,8 +235,14 @@ def _edited(
     module: str | None,
     reporter: Reporter,
     replays_here: bool = False,
+    handed: str | None = None,
 ) -> Rewritten:
-    """The edited script rewritten, its edits that change training warned of."""
+    """The edited script rewritten, its edits that change training warned of (``handed``: a
+    worker's, whose parent rewrote it, and warned, already)."""
+    if handed is not None and run.meta.instrumented:
+        parent = os.getppid()
+        done: Rewritten = while_torch_imports(lambda _: taken_over(handed, parent), reporter)
+        return done
     rewritten = _rewritten(run, script, original, module, reporter, replays_here)
     _warn_training_edits(
         store, run, original, rewritten.source, script, rewritten.project, reporter
@@ -366,8 +378,9 @@ def replay_in_parallel(
     store_url = shared_url(store.url)
     on_ray = prepared.ray_address is not None
 
-    def worker_args(index: int) -> list[str]:
+    def worker_args(index: int, handed: str | None = None) -> list[str]:
         extra = ["--iterations", options.iterations] if options.iterations else []
+        extra += ["--rewritten", handed] if handed else []
         extra += ["--verify", str(options.verify)] if options.verify else []
         extra += ["--restore", "always"] if options.restore_always else []
         extra += ["--threads", str(options.threads)] if options.threads else []
@@ -382,13 +395,10 @@ def replay_in_parallel(
             *prepared.argv,
         ]
 
-    def meanwhile() -> None:
-        check_edit(prepared, store, reporter)
-
     if on_ray:
         from flor.replay.ray_backend import run_segments_on_ray
 
-        meanwhile()  # Ray's start-up dwarfs it
+        check_edit(prepared, store, reporter)  # Ray's start-up dwarfs it
         results, failures = run_segments_on_ray(
             worker_args,
             lambda i: layout.segment_key(run.prefix, replay_id, i, workers),
@@ -401,9 +411,7 @@ def replay_in_parallel(
             reporter.say,
         )
     else:
-        from flor.replay.local import run_segments
-
-        failures = run_segments(worker_args, workers, workers, reporter.say, meanwhile)
+        failures = _in_local_workers(prepared, store, reporter, worker_args)
         results = runs.replay_results(store, run.prefix, replay_id)
     diverged = [
         f"segment {r.segment[0]}/{r.segment[1]}: {r.diverged}"
@@ -411,6 +419,30 @@ def replay_in_parallel(
         if r.diverged
     ]
     return ParallelReplay(merged_output(results), failures, diverged)
+
+
+def _in_local_workers(
+    prepared: Prepared,
+    store: Store,
+    reporter: Reporter,
+    worker_args: Callable[[int, str], list[str]],
+) -> list[SegmentFailure]:
+    """The segments in local processes, started first; this process rewrites the edit while
+    they import torch, and hands its rewrite over to them (``handover``)."""
+    from flor.replay.local import run_segments
+
+    workers = prepared.workers or 1
+    with tempfile.TemporaryDirectory(prefix="flor-replay-") as folder:
+        handed = os.path.join(folder, "rewritten.pickle")
+
+        def meanwhile() -> None:
+            done = check_edit(prepared, store, reporter)
+            if done is not None:
+                hand_over(handed, done)
+
+        return run_segments(
+            lambda index: worker_args(index, handed), workers, workers, reporter.say, meanwhile
+        )
 
 
 def estimate(prepared: Prepared) -> list[str]:
