@@ -7,6 +7,7 @@ break at max_iters. A tiny causal transformer on synthetic tokens.
 
 import math
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -88,6 +89,7 @@ def get_lr(it):
     return learning_rate * 0.1 + 0.5 * (1 + math.cos(math.pi * ratio)) * learning_rate * 0.9
 
 
+started = time.perf_counter()  # the loop's own time, on stderr: benchmarks/bench_overhead.py
 X, Y = get_batch("train")
 iter_num = 0
 while True:
@@ -109,3 +111,4 @@ while True:
     if iter_num > max_iters:
         break
 print(f"done at {iter_num}")
+print(f"loop {time.perf_counter() - started:.3f} s", file=sys.stderr)
