@@ -310,7 +310,8 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
     """Replay a recorded run with the script as it is now (edited with new prints or logs).
 
     SCRIPT defaults to the recorded path and ARGS to the recorded arguments. Blocks
-    whose code is unchanged are restored from checkpoints instead of re-run.
+    whose code is unchanged are restored from checkpoints instead of re-run, where
+    restoring is the faster of the two (--restore always: wherever a checkpoint is).
     Inside a Slurm array job, the segment comes from SLURM_ARRAY_TASK_ID unless
     --segment is given. A run recorded under torchrun replays in one process (as
     rank 0, or --rank R) when only its restored state is needed, or under

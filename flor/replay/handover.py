@@ -31,7 +31,7 @@ def taken_over(path: str, parent: int, poll: float = 0.01) -> Any:
     while not os.path.exists(path):
         try:
             os.kill(parent, 0)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone (its pid another user's now)
             raise FlorError(
                 "no-parent", "the parallel replay that started this worker has ended"
             ) from None

@@ -134,7 +134,7 @@ class RunMeta(_Record):
         return max(spent - self.setup_seconds - self.bookkeeping_seconds, 0.0)
 
     def overhead_parts(self) -> str:
-        """What the overhead is made of: what the budget paid for, and what it does not."""
+        """What the overhead is made of, all of it charged to the budget."""
         return (
             f"start-up {self.setup_seconds:.2f} s, checkpoints {self.checkpoint_seconds:.2f} s "
             f"and per-iteration bookkeeping {self.bookkeeping_seconds:.2f} s, of a "
