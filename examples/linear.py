@@ -16,11 +16,11 @@ torch.manual_seed(0)
 digits = load_digits()
 X = torch.tensor(digits.data, dtype=torch.float32) / 16
 y = torch.tensor(digits.target)
-train = DataLoader(TensorDataset(X[:1500], y[:1500]), batch_size=32, shuffle=True)
+train = DataLoader(TensorDataset(X[:1500], y[:1500]), batch_size=2, shuffle=True)
 X_test, y_test = X[1500:], y[1500:]
 
 model = torch.nn.Linear(64, 10)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
 
 for epoch in flor.it(range(10)):
     train_loss = 0.0
