@@ -64,9 +64,10 @@ def test_frozen_backbone_is_stored_once_and_gc_keeps_shared_blobs(flor_env: Flor
     for run in runs:
         for entry in sorted(run.glob("journal/0*.json")):
             (ckpt,) = json.loads(entry.read_text())["blocks"].values()
-            assert sorted(ckpt["blobs"]) == blobs  # every checkpoint points at the same three
-    # the backbone's two weight matrices, and the inputs the scope holds: once for 12 checkpoints
-    assert len(blobs) == 3
+            assert sorted(ckpt["blobs"]) == blobs  # every checkpoint points at the same chunks
+    # the backbone's two weight matrices, and the inputs the scope holds (64 KiB chunks: 1 + 4
+    # + 2): once for 12 checkpoints
+    assert len(blobs) == 7
     first, second = (json.loads((r / "run.json").read_text()) for r in runs)
     backbone = (64 * 256 + 256 * 256) * 4 + 512 * 64 * 4  # bytes of the unchanging tensors
     assert first["checkpoint_bytes"] - first["stored_bytes"] == 5 * backbone  # 6 held, 1 stored

@@ -5,6 +5,10 @@ for) and hands the write to the background writer; the returned future
 resolves to the journal's entry for that checkpoint (its manifest), which the
 iteration's commit job reads. State that cannot be saved raises
 ``Unrestorable`` naming the value that holds it.
+
+It keeps each block's last copies of its large tensors and arrays: the next
+snapshot of that block reuses a copy whose source did not change, and the
+writer stores only the chunks of the others that did (``chunks``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from flor.runs import layout
 from flor.runs.records import CheckpointEntry
+from flor.runtime.chunks import Chunks
 from flor.runtime.codec import encode
 from flor.runtime.scope import cheap_values
 from flor.runtime.session import Frame, visible_names
@@ -39,6 +44,8 @@ class Checkpointer:
         self.store = store
         self.prefix = prefix
         self.writer = writer
+        self.chunks = Chunks(store)
+        self._copies: dict[tuple[str, int], dict[Any, Any]] = {}  # by block: its last copies
 
     def take(
         self,
@@ -49,7 +56,7 @@ class Checkpointer:
         frame: Frame,
     ) -> Future[Written]:
         """Capture the state ``SkipBlock.end`` sees at ``frame``; write it in the background."""
-        snap = Snapshot()
+        snap = Snapshot(self._copies.get(block, {}))
         tree = {
             "objs": list(_each(snap, {f"value {i + 1}": o for i, o in enumerate(objs)}).values()),
             "named": _each(snap, named),
@@ -57,11 +64,12 @@ class Checkpointer:
             "values": _each(snap, cheap_values(frame.f_locals)),
             "rng": capture_rng(),
         }
+        self._copies[block] = snap.current
         bound = tuple(sorted(k for k in frame.f_locals if not k.startswith("__")))
         key = layout.ckpt_key(self.prefix, g, *block)
 
         def write() -> Written:
-            enc = encode(tree, self.store)
+            enc = encode(tree, self.store, self.chunks)
             self.store.put(key, enc.data)
             entry = CheckpointEntry(
                 key=key,

@@ -1,16 +1,17 @@
-"""Checkpoint bytes: a small manifest plus content-addressed tensor blobs.
+"""Checkpoint bytes: a small manifest plus content-addressed chunks.
 
-A checkpoint is ``torch.save`` of its snapshot tree in which every large
-tensor is replaced by a reference to a blob: the tensor's raw bytes, stored
-once under their SHA-256 (``.blobs/ab/abcd...``) for the whole store. A tensor
-that did not change since the last checkpoint, or that another run already
-stored (a frozen backbone), costs no bytes. Small tensors stay inline, where
-a blob per bias vector would cost more than it saves.
+A checkpoint is a pickle of plain values (its manifest) in which every large
+tensor and every large byte string (a pickled object) is replaced by the list
+of its 64 KiB chunks' SHA-256 (``chunks``): each chunk is stored once for the
+whole store (``.blobs/ab/abcd...``). A tensor that did not change since the
+last checkpoint, the rows of a replay buffer that did not, a frozen backbone
+another run already stored: none of them cost bytes again. Small tensors stay
+inline, where a blob per bias vector would cost more than it saves.
 
-Loading always uses weights-only unpickling and checks every byte: the
-manifest against the SHA-256 in its journal entry, each blob against its key.
-Opaque leaves (a user's plain object, a numpy array) travel as pickled bytes
-and are unpickled only after their manifest matched.
+Loading uses an unpickler that resolves no class and checks every byte: the
+manifest against the SHA-256 in its journal entry, each chunk against its key.
+Opaque leaves (a user's plain object) travel as pickled bytes and are
+unpickled only after their manifest matched.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 
 from flor.errors import CorruptCheckpoint
 from flor.runs.layout import blob_key
+from flor.runtime.chunks import Chunks
 from flor.store import Store
 
 BLOB_MIN_BYTES = 64 * 1024
@@ -62,15 +64,18 @@ class _NotPlain(Exception):
     pass
 
 
-def encode(tree: Any, store: Store | None = None) -> Encoded:
-    """Serialize ``tree``; with a ``store``, put its large tensors there as blobs."""
+def encode(tree: Any, store: Store | None = None, chunks: Chunks | None = None) -> Encoded:
+    """Serialize ``tree``; with a ``store``, put its large values there as chunks
+    (through ``chunks``, which knows what this run already stored)."""
+    if chunks is None and store is not None:
+        chunks = Chunks(store)
     out = Encoded(b"", "")
     try:
-        out.data = MANIFEST + pickle.dumps(_plain(tree, store, out), protocol=5)
+        out.data = MANIFEST + pickle.dumps(_plain(tree, chunks, out), protocol=5)
     except _NotPlain:
         out = Encoded(b"", "")
         buf = io.BytesIO()
-        torch.save(_split(tree, store, out) if store is not None else tree, buf)
+        torch.save(_split(tree, chunks, out) if chunks is not None else tree, buf)
         out.data = buf.getvalue()
     out.sha256 = hashlib.sha256(out.data).hexdigest()
     return out
@@ -103,8 +108,10 @@ _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _TAGS = MappingProxyType({torch.dtype: "__flor_dtype__", torch.device: "__flor_device__"})
 
 
-def _plain(x: Any, store: Store | None, out: Encoded) -> Any:
+def _plain(x: Any, store: Chunks | None, out: Encoded) -> Any:
     t = type(x)
+    if t is bytes and store is not None and len(x) >= BLOB_MIN_BYTES:
+        return {"__flor_bytes__": store.put_bytes(x, out)}
     if t in _PLAIN:
         return x
     if t is dict:
@@ -120,7 +127,7 @@ def _plain(x: Any, store: Store | None, out: Encoded) -> Any:
         return tuple(_plain(v, store, out) for v in x)
     if isinstance(x, torch.Tensor):
         if store is not None and _blobbable(x):
-            return _split(x, store, out)
+            return {"__flor_chunks__": store.put_tensor(x, out), **_form(x)}
         if not _raw_ok(x):
             raise _NotPlain
         return {"__flor_raw__": _raw(x), "dtype": _dtype(x), "shape": list(x.shape)}
@@ -156,11 +163,15 @@ def _dtype(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _tensor(raw: bytes, dtype: str, shape: list[int]) -> torch.Tensor:
+def _tensor(raw: bytes | bytearray, dtype: str, shape: list[int]) -> torch.Tensor:
     kind = getattr(torch, dtype)
     if not raw:
         return torch.empty(shape, dtype=kind)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(kind).reshape(shape)
+    # A copy into torch's own memory: a tensor over a Python buffer cannot be resized
+    # (``resize_``), which the script may do to what replay restores.
+    buf = raw if isinstance(raw, bytearray) else bytearray(raw)  # frombuffer warns on bytes
+    data = torch.frombuffer(buf, dtype=torch.uint8).clone()
+    return data.view(kind).reshape(shape)
 
 
 def _blobbable(t: torch.Tensor) -> bool:
@@ -173,15 +184,9 @@ def _blobbable(t: torch.Tensor) -> bool:
     )
 
 
-def _split(x: Any, store: Store, out: Encoded) -> Any:
+def _split(x: Any, store: Chunks, out: Encoded) -> Any:
     if isinstance(x, torch.Tensor) and _blobbable(x):
-        raw = _raw(x)
-        sha = hashlib.sha256(raw).hexdigest()
-        if sha not in out.blobs and store.put_blob(blob_key(sha), raw):
-            out.new_blob_bytes += len(raw)
-            out.created.add(sha)
-        out.blobs[sha] = len(raw)
-        return {"__flor_blob__": sha, "dtype": _dtype(x), "shape": list(x.shape)}
+        return {"__flor_chunks__": store.put_tensor(x, out), **_form(x)}
     if isinstance(x, dict):
         return {k: _split(v, store, out) for k, v in x.items()}
     if isinstance(x, list):
@@ -191,11 +196,20 @@ def _split(x: Any, store: Store, out: Encoded) -> Any:
     return x
 
 
+def _form(t: torch.Tensor) -> dict[str, Any]:
+    return {"dtype": _dtype(t), "shape": list(t.shape)}
+
+
 def _join(x: Any, store: Store | None, key: str) -> Any:
     if isinstance(x, dict):
         if set(x) == {"__flor_pickle__"}:
-            return pickle.loads(x["__flor_pickle__"])  # the manifest's checksum matched
-        if "__flor_blob__" in x:
+            pickled = _join(x["__flor_pickle__"], store, key)
+            return pickle.loads(pickled)  # the manifest's checksum matched, and its chunks'
+        if "__flor_chunks__" in x:
+            return _load_chunks(x, store, key)
+        if set(x) == {"__flor_bytes__"}:
+            return bytes(_chunk_bytes(x["__flor_bytes__"], store, key))
+        if "__flor_blob__" in x:  # a whole-tensor blob: what checkpoints held before chunks
             return _load_blob(x, store, key)
         if "__flor_odict__" in x:
             return _ordered(x, store, key)
@@ -225,8 +239,25 @@ def _ordered(x: dict[str, Any], store: Store | None, key: str) -> OrderedDict[An
     return out
 
 
-def _load_blob(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tensor:
-    sha = ref["__flor_blob__"]
+def _load_chunks(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tensor:
+    raw = _chunk_bytes(ref["__flor_chunks__"], store, key)
+    kind = getattr(torch, ref["dtype"])
+    numel = 1
+    for n in ref["shape"]:
+        numel *= n
+    if len(raw) != numel * kind.itemsize:
+        raise CorruptCheckpoint(key, "its chunks do not add up to its tensor's size")
+    return _tensor(raw, ref["dtype"], ref["shape"])
+
+
+def _chunk_bytes(shas: list[str], store: Store | None, key: str) -> bytearray:
+    out = bytearray()
+    for sha in shas:
+        out += _blob(sha, store, key)
+    return out
+
+
+def _blob(sha: str, store: Store | None, key: str) -> bytes:
     if store is None:
         raise CorruptCheckpoint(key, "it refers to tensor blobs but no store was given")
     try:
@@ -235,4 +266,8 @@ def _load_blob(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tens
         raise CorruptCheckpoint(key, f"its tensor blob {sha[:12]} is missing") from None
     if hashlib.sha256(raw).hexdigest() != sha:
         raise CorruptCheckpoint(key, f"its tensor blob {sha[:12]} fails its checksum")
-    return _tensor(raw, ref["dtype"], ref["shape"])
+    return raw
+
+
+def _load_blob(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tensor:
+    return _tensor(_blob(ref["__flor_blob__"], store, key), ref["dtype"], ref["shape"])

@@ -199,6 +199,7 @@ class Recorder(Session):
         ]
         self.thinning.add(g, pieces, preferred)
         for dropped in self._excess():
+            self.checkpointer.chunks.forget(dropped.blobs)
             try:
                 retention.drop_checkpoint(
                     self.store, self.prefix, dropped.iteration, dropped.keys, dropped.blobs

@@ -148,15 +148,67 @@ def tensor_copy(t: torch.Tensor) -> torch.Tensor:
 
 class Snapshot:
     """One checkpoint being taken: the objects seen so far (an object shared by two
-    names is saved once), and the bytes of tensor data copied (what bounds the writer)."""
+    names is saved once), and the bytes of tensor data copied (what bounds the writer).
 
-    def __init__(self) -> None:
+    ``previous`` holds the copies the last snapshot of the same block made, by source
+    (address, dtype, shape): a large tensor whose bits still equal its copy's is not
+    copied again but shares that copy, whose chunks are stored already. The compare
+    reads every byte, so a write that bypassed autograd's version counter (``.data``,
+    a numpy view) is seen.
+    """
+
+    def __init__(self, previous: dict[tuple[Any, ...], torch.Tensor] | None = None) -> None:
         self.seen: dict[int, int] = {}
         self.nbytes = 0
+        self.previous = previous
+        self.current: dict[tuple[Any, ...], torch.Tensor] = {}
 
     def copy(self, t: torch.Tensor) -> torch.Tensor:
-        self.nbytes += t.numel() * t.element_size()
-        return tensor_copy(t)
+        nbytes = t.numel() * t.element_size()
+        if self.previous is None or nbytes < REUSE_MIN_BYTES or not _comparable(t):
+            self.nbytes += nbytes
+            return tensor_copy(t)
+        t = t.detach()
+        source = (t.data_ptr(), t.dtype, tuple(t.shape))
+        prev = self.previous.get(source)
+        if prev is not None and torch.equal(_bits(prev), _bits(t)):
+            self.current[source] = prev
+            return prev
+        self.nbytes += nbytes
+        new = t.clone()
+        if prev is not None:  # its writer compares chunks with this one's: most may be equal
+            prev.__dict__.pop("_flor_prev", None)  # a chain would hold every old copy
+            new._flor_prev = prev  # type: ignore[attr-defined]
+        self.current[source] = new
+        return new
+
+
+REUSE_MIN_BYTES = 64 * 1024  # codec.BLOB_MIN_BYTES: smaller tensors are inlined, not chunked
+
+
+def _comparable(t: torch.Tensor) -> bool:
+    return (
+        t.device.type == "cpu"
+        and t.layout == torch.strided
+        and not t.is_quantized
+        and t.is_contiguous()
+    )
+
+
+_WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes as integers: equal exactly when the bits are (-0.0 is not 0.0,
+    and a NaN equals itself)."""
+    flat = t.reshape(-1).view(torch.uint8)
+    for size, kind in _WORDS:
+        if flat.numel() % size == 0:
+            try:
+                return flat.view(kind)
+            except RuntimeError:  # an offset the wider type cannot align to
+                continue
+    return flat
 
 
 def clone_tree(x: Any, snap: Snapshot) -> Any:
@@ -259,6 +311,8 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
             if isinstance(meta, dict):
                 node["meta"] = capture(meta, snap)
         return node
+    if _numeric_array(obj):
+        return _capture_array(obj, snap)
     if not _plain_object(obj):
         return {"k": "pickle", "v": _pickle(obj)}
     attrs = vars(obj)
@@ -267,6 +321,47 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
         "v": {name: capture(v, snap) for name, v in attrs.items()},
         "cls": [type(obj).__module__, type(obj).__qualname__],
     }
+
+
+def _numeric_array(obj: Any) -> bool:
+    """A plain numpy array of numbers (a replay buffer's, a dataset's): saved as its bytes,
+    so that a checkpoint stores only the chunks that changed (a subclass, a record or an
+    object array is pickled)."""
+    np = sys.modules.get("numpy")
+    return (
+        np is not None
+        and type(obj) is np.ndarray
+        and obj.dtype.kind in "biufc"
+        and obj.dtype.fields is None
+    )
+
+
+def _capture_array(a: Any, snap: Snapshot) -> dict[str, Any]:
+    """Its bytes in C order (or F order for an F-ordered array: its strides survive)."""
+    fortran = a.flags.f_contiguous and not a.flags.c_contiguous
+    flat = (a.T if fortran else a).reshape(-1)  # a copy only when a is neither
+    if not flat.flags.c_contiguous or not flat.flags.writeable:
+        flat = flat.copy()  # torch.from_numpy warns on a read-only array
+    data = torch.from_numpy(flat.view("u1")) if flat.size else torch.empty(0, dtype=torch.uint8)
+    return {
+        "k": "ndarray",
+        "v": snap.copy(data),
+        "dtype": a.dtype.str,
+        "shape": list(a.shape),
+        "fortran": fortran,
+    }
+
+
+def _restore_array(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    """A new array, like an unpickled one: the name is rebound, as for any other value."""
+    import numpy as np
+
+    raw: torch.Tensor = node["v"]
+    shape = node["shape"]
+    flat = raw.numpy().view(np.dtype(node["dtype"])).copy()
+    if node["fortran"]:
+        return flat.reshape(shape[::-1]).T
+    return flat.reshape(shape)
 
 
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
@@ -517,6 +612,7 @@ _RESTORERS: Mapping[str, Callable[[Any, dict[str, Any], dict[int, Any], str], An
             "dict": _restore_dict,
             "obj": _restore_object,
             "pickle": _restore_pickled,
+            "ndarray": _restore_array,
             "loader_iter": _restore_loader_iterator,
             "position": _restore_position,
         }

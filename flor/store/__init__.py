@@ -81,7 +81,7 @@ def open_store(
     """
     url = url or settings.default_url
     if not is_s3(url):
-        return LocalStore(url)
+        return LocalStore(url, kinds)
     from flor.store.s3 import S3Store
 
     remote = S3Store(url).check()
@@ -89,7 +89,7 @@ def open_store(
         return remote
     from flor.store.cached import WriteBackStore
 
-    cache = LocalStore(cache_dir(settings, remote.bucket, remote.prefix))
+    cache = LocalStore(cache_dir(settings, remote.bucket, remote.prefix), kinds)
     return WriteBackStore(remote, cache, kinds, settings.upload_timeout, warn)
 
 

@@ -1,0 +1,118 @@
+"""Large tensors and byte strings as content-addressed chunks, written where they changed.
+
+A large value is cut into fixed 64 KiB chunks, each stored once under its
+SHA-256 (``.blobs/ab/abcd...``). A replay buffer that gained a few rows, an
+embedding table with a few rows trained, a growing list pickled: most of their
+chunks are the previous checkpoint's, so a checkpoint costs what changed.
+
+Two shortcuts spare the hashing, both exact:
+
+- a copy the snapshot reused (its source's bits were equal to it, see
+  ``Snapshot.copy``) already carries its chunks' hashes (``_flor_chunks``);
+- a fresh copy of the same source carries the previous copy (``_flor_prev``):
+  chunks whose bytes equal the previous copy's keep its hashes, the rest are
+  hashed (one vectorized compare, far cheaper than SHA-256).
+
+``held`` is what this run knows the store holds, so that known chunks cost no
+store round trip; thinning tells it what it deleted (``forget``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+from flor.runs.layout import blob_key
+from flor.store import Store
+
+CHUNK_BYTES = 64 * 1024
+
+
+class Chunks:
+    """A run's chunk writer: what it put, and what it knows the store holds."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.held: set[str] = set()
+
+    def forget(self, shas: Any) -> None:
+        """Thinning deleted these: a later checkpoint that needs one puts it again."""
+        self.held.difference_update(shas)
+
+    def put_tensor(self, t: torch.Tensor, out: Any) -> list[str]:
+        """Store the bytes of ``t`` (a flor-owned CPU copy) as chunks; their hashes, in order."""
+        flat = _bytes(t)
+        shas = getattr(t, "_flor_chunks", None)
+        if shas is None:
+            prev = getattr(t, "_flor_prev", None)
+            old = getattr(prev, "_flor_chunks", None)  # None: its write failed or is pending
+            same = _same_chunks(prev, flat) if old is not None else None
+            raw = memoryview(flat.numpy())
+            shas = [
+                old[i] if old is not None and same is not None and same[i] else _sha(raw, i)
+                for i in range(_count(len(raw)))
+            ]
+        self._put(memoryview(flat.numpy()), shas, out)
+        t._flor_chunks = shas  # type: ignore[attr-defined]  # all stored: reusable
+        t.__dict__.pop("_flor_prev", None)
+        return shas
+
+    def put_bytes(self, data: bytes, out: Any) -> list[str]:
+        raw = memoryview(data)
+        shas = [_sha(raw, i) for i in range(_count(len(raw)))]
+        self._put(raw, shas, out)
+        return shas
+
+    def _put(self, raw: memoryview, shas: list[str], out: Any) -> None:
+        for i, sha in enumerate(shas):
+            piece = raw[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]
+            if sha not in out.blobs and sha not in self.held:
+                if self.store.put_blob(blob_key(sha), bytes(piece)):
+                    out.new_blob_bytes += len(piece)
+                    out.created.add(sha)
+                self.held.add(sha)
+            out.blobs[sha] = len(piece)
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of a contiguous CPU tensor, as a flat uint8 tensor (no copy)."""
+    t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t.reshape(-1).view(torch.uint8)
+
+
+def _count(n: int) -> int:
+    return -(-n // CHUNK_BYTES)
+
+
+def _sha(raw: memoryview, i: int) -> str:
+    return hashlib.sha256(raw[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]).hexdigest()
+
+
+def _same_chunks(prev: torch.Tensor, flat: torch.Tensor) -> list[bool] | None:
+    """Per chunk, whether ``prev``'s bytes equal ``flat``'s (None where they cannot compare)."""
+    before = _bytes(prev)
+    n = flat.numel()
+    if before.numel() != n:
+        return None
+    full = n // CHUNK_BYTES
+    same: list[bool] = []
+    if full:
+        rows = full * CHUNK_BYTES
+        a, b = _words(before[:rows], flat[:rows])
+        differ = torch.ne(a, b).view(full, -1).any(dim=1)
+        same = [not d for d in differ.tolist()]
+    if n > full * CHUNK_BYTES:
+        same.append(torch.equal(before[full * CHUNK_BYTES :], flat[full * CHUNK_BYTES :]))
+    return same
+
+
+def _words(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bytes as 8-byte words where they align (a copy's do): an eighth of the compares."""
+    try:
+        return a.view(torch.int64), b.view(torch.int64)
+    except RuntimeError:
+        return a, b

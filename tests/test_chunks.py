@@ -1,0 +1,150 @@
+"""Checkpoints that cost what changed: large values as chunks, unchanged ones not copied.
+
+The end-to-end test mutates arrays and tensors in place in every way a script can
+(``tests/scripts/mutations.py``) and checks that replay restores each value bit for bit,
+without re-running a block. The unit tests count the bytes a checkpoint adds to the store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import Flor
+
+from flor.errors import CorruptCheckpoint
+from flor.runs.layout import KINDS, blob_key
+from flor.runtime.chunks import CHUNK_BYTES, Chunks
+from flor.runtime.codec import decode, encode
+from flor.runtime.state import Snapshot, capture, restore
+from flor.store.local import LocalStore
+
+
+def test_replay_restores_every_in_place_mutation_bit_for_bit(flor_env: Flor) -> None:
+    f = flor_env
+    script = f.copy("mutations.py")
+    f.python(script, "30", "--flor", "exp", FLOR_EPSILON="1e9")  # a checkpoint every step
+    edited = f.copy("mutations.py", "outside", as_name="edited.py")
+    truth, full = f.counting_backwards("full", (str(edited), "30"), hand=True)
+    replay = (str(edited), "30", "--flor", "exp", "--replay_flor")
+    replayed, backward = f.counting_backwards("replay", replay, hand=True)
+    assert replayed.stdout == truth.stdout
+    assert truth.stdout.count("\n") == 31
+    assert full == 30 and backward == 0, "every step restored, none re-run"
+
+
+class _Checkpoints:
+    """Snapshots of the same values in a row, as one block's checkpoints are taken."""
+
+    def __init__(self, root: object) -> None:
+        self.store = LocalStore(str(root), KINDS)
+        self.chunks = Chunks(self.store)
+        self.copies: dict[object, torch.Tensor] = {}
+
+    def take(self, value: object) -> tuple[int, int, object]:
+        """The bytes copied and the bytes added to the store; what restoring it gives."""
+        snap = Snapshot(self.copies)
+        node = capture(value, snap)
+        self.copies = snap.current
+        enc = encode(node, self.store, self.chunks)
+        return (
+            snap.nbytes,
+            enc.new_blob_bytes,
+            restore(None, decode(enc.data, enc.sha256, "k", self.store)),
+        )
+
+
+def test_an_unchanged_tensor_is_neither_copied_nor_stored_again(tmp_path: object) -> None:
+    c = _Checkpoints(tmp_path)
+    frozen = torch.randn(256, 1024)  # 1 MB
+    copied, stored, _ = c.take(frozen)
+    assert copied == stored == frozen.numel() * 4
+    copied, stored, back = c.take(frozen)
+    assert (copied, stored) == (0, 0)
+    assert torch.equal(back, frozen)
+
+
+@pytest.mark.parametrize("write", ["data", "numpy", "in-place"])
+def test_a_write_the_version_counter_misses_is_stored(tmp_path: object, write: str) -> None:
+    c = _Checkpoints(tmp_path)
+    t = torch.zeros(512, 256)  # 512 KB: eight chunks
+    c.take(t)
+    if write == "data":
+        t.data[300, 7] = 5.0
+    elif write == "numpy":
+        t.numpy()[300, 7] = 5.0
+    else:
+        t[300, 7] += 5.0
+    copied, stored, back = c.take(t)
+    assert copied == t.numel() * 4
+    assert stored == CHUNK_BYTES, "only the chunk that changed"
+    assert back[300, 7] == 5.0 and torch.equal(back, t)
+
+
+def test_a_negative_zero_is_not_a_zero(tmp_path: object) -> None:
+    c = _Checkpoints(tmp_path)
+    t = torch.zeros(64 * 1024)
+    c.take(t)
+    t[9] = -0.0  # equal as a number, not as bits
+    _, _, back = c.take(t)
+    assert torch.signbit(back[9])
+
+
+def test_numpy_arrays_keep_dtype_shape_and_order(tmp_path: object) -> None:
+    c = _Checkpoints(tmp_path)
+    arrays = [
+        np.arange(40000, dtype=">i4").reshape(200, 200),  # big-endian
+        np.asfortranarray(np.random.default_rng(0).random((300, 100))),
+        np.arange(12, dtype=np.complex64).reshape(3, 4)[:, ::2],  # a strided view
+        np.zeros((0, 3), dtype=np.uint8),
+        np.array(3.5),
+    ]
+    for a in arrays:
+        _, _, back = c.take(a)
+        assert type(back) is np.ndarray and back.dtype == a.dtype and back.shape == a.shape
+        fortran = a.flags.f_contiguous and not a.flags.c_contiguous
+        assert back.flags.f_contiguous if fortran else back.flags.c_contiguous
+        assert np.array_equal(back, a) and back.flags.writeable
+
+
+def test_a_replay_buffer_stores_the_rows_that_changed(tmp_path: object) -> None:
+    c = _Checkpoints(tmp_path)
+    buffer = np.zeros((20000, 8), dtype=np.float32)  # 640 KB: ten chunks
+    c.take(buffer)
+    buffer[5000:5100] = 1.0  # 3.2 KB, inside one chunk
+    copied, stored, back = c.take(buffer)
+    assert stored == CHUNK_BYTES
+    assert np.array_equal(back, buffer)
+
+
+def test_a_large_pickled_value_shares_its_unchanged_prefix(tmp_path: object) -> None:
+    c = _Checkpoints(tmp_path)
+    history = {1.5 * i for i in range(30000)}  # a set: pickled whole
+    _, first, _ = c.take(history)
+    history.add(-1.0)
+    _, second, back = c.take(history)
+    assert back == history
+    assert 0 < second < first
+
+
+def test_a_changed_chunk_is_refused(tmp_path: object) -> None:
+    store = LocalStore(str(tmp_path), KINDS)
+    enc = encode({"t": torch.ones(100000)}, store)
+    sha = next(iter(enc.blobs))
+    path = tmp_path / blob_key(sha)  # type: ignore[operator]
+    raw = bytearray(path.read_bytes())
+    raw[10] ^= 1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptCheckpoint, match="fails its checksum"):
+        decode(enc.data, enc.sha256, "k", store)
+
+
+def test_a_chunk_thinning_deleted_is_stored_again(tmp_path: object) -> None:
+    c = _Checkpoints(tmp_path)
+    t = torch.ones(100000)
+    c.take(t)
+    for key in c.store.keys(".blobs"):
+        c.store.delete(key)
+    c.chunks.forget(list(c.chunks.held))
+    _, stored, back = c.take(t)
+    assert stored > 0 and torch.equal(back, t)
