@@ -44,17 +44,17 @@ class Chunks:
     def put_tensor(self, t: torch.Tensor, out: Any) -> list[str]:
         """Store the bytes of ``t`` (a flor-owned CPU copy) as chunks; their hashes, in order."""
         flat = _bytes(t)
+        raw = flat.numpy().data  # a memoryview of the copy: no bytes copied
         shas = getattr(t, "_flor_chunks", None)
         if shas is None:
-            prev = getattr(t, "_flor_prev", None)
+            prev: torch.Tensor | None = getattr(t, "_flor_prev", None)
             old = getattr(prev, "_flor_chunks", None)  # None: its write failed or is pending
-            same = _same_chunks(prev, flat) if old is not None else None
-            raw = memoryview(flat.numpy())
+            same = _same_chunks(prev, flat) if prev is not None and old is not None else None
             shas = [
                 old[i] if old is not None and same is not None and same[i] else _sha(raw, i)
                 for i in range(_count(len(raw)))
             ]
-        self._put(memoryview(flat.numpy()), shas, out)
+        self._put(raw, shas, out)
         t._flor_chunks = shas  # type: ignore[attr-defined]  # all stored: reusable
         t.__dict__.pop("_flor_prev", None)
         return shas
@@ -102,7 +102,9 @@ def _same_chunks(prev: torch.Tensor, flat: torch.Tensor) -> list[bool] | None:
     same: list[bool] = []
     if full:
         rows = full * CHUNK_BYTES
-        a, b = _words(before[:rows], flat[:rows])
+        a, b = as_words(before[:rows]), as_words(flat[:rows])
+        if a.dtype != b.dtype:  # one of them does not align: compare bytes
+            a, b = before[:rows], flat[:rows]
         differ = torch.ne(a, b).view(full, -1).any(dim=1)
         same = [not d for d in differ.tolist()]
     if n > full * CHUNK_BYTES:
@@ -110,9 +112,17 @@ def _same_chunks(prev: torch.Tensor, flat: torch.Tensor) -> list[bool] | None:
     return same
 
 
-def _words(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Bytes as 8-byte words where they align (a copy's do): an eighth of the compares."""
-    try:
-        return a.view(torch.int64), b.view(torch.int64)
-    except RuntimeError:
-        return a, b
+def as_words(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's bytes as the widest integers they align to: equal exactly when
+    the bits are (-0.0 is not 0.0, a NaN equals itself), in an eighth of the compares."""
+    flat = t.reshape(-1).view(torch.uint8)
+    for size, kind in _WORDS:
+        if flat.numel() % size == 0:
+            try:
+                return flat.view(kind)
+            except RuntimeError:  # an offset the wider type cannot align to
+                continue
+    return flat
+
+
+_WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16))

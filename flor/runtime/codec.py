@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import pickle
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -108,26 +109,26 @@ _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _TAGS = MappingProxyType({torch.dtype: "__flor_dtype__", torch.device: "__flor_device__"})
 
 
-def _plain(x: Any, store: Chunks | None, out: Encoded) -> Any:
+def _plain(x: Any, chunks: Chunks | None, out: Encoded) -> Any:
     t = type(x)
-    if t is bytes and store is not None and len(x) >= BLOB_MIN_BYTES:
-        return {"__flor_bytes__": store.put_bytes(x, out)}
+    if t is bytes and chunks is not None and len(x) >= BLOB_MIN_BYTES:
+        return {"__flor_bytes__": chunks.put_bytes(x, out)}
     if t in _PLAIN:
         return x
     if t is dict:
-        return {k: _plain(v, store, out) for k, v in x.items()}
+        return {k: _plain(v, chunks, out) for k, v in x.items()}
     if t is OrderedDict:  # a module's state_dict: its _metadata (versions) matters to loading
         return {
-            "__flor_odict__": [(k, _plain(v, store, out)) for k, v in x.items()],
-            "meta": _plain(getattr(x, "_metadata", None), store, out),
+            "__flor_odict__": [(k, _plain(v, chunks, out)) for k, v in x.items()],
+            "meta": _plain(getattr(x, "_metadata", None), chunks, out),
         }
     if t is list:
-        return [_plain(v, store, out) for v in x]
+        return [_plain(v, chunks, out) for v in x]
     if t is tuple:
-        return tuple(_plain(v, store, out) for v in x)
+        return tuple(_plain(v, chunks, out) for v in x)
     if isinstance(x, torch.Tensor):
-        if store is not None and _blobbable(x):
-            return {"__flor_chunks__": store.put_tensor(x, out), **_form(x)}
+        if chunks is not None and _blobbable(x):
+            return {"__flor_chunks__": chunks.put_tensor(x, out), **_form(x)}
         if not _raw_ok(x):
             raise _NotPlain
         return {"__flor_raw__": _raw(x), "dtype": _dtype(x), "shape": list(x.shape)}
@@ -184,15 +185,15 @@ def _blobbable(t: torch.Tensor) -> bool:
     )
 
 
-def _split(x: Any, store: Chunks, out: Encoded) -> Any:
+def _split(x: Any, chunks: Chunks, out: Encoded) -> Any:
     if isinstance(x, torch.Tensor) and _blobbable(x):
-        return {"__flor_chunks__": store.put_tensor(x, out), **_form(x)}
+        return {"__flor_chunks__": chunks.put_tensor(x, out), **_form(x)}
     if isinstance(x, dict):
-        return {k: _split(v, store, out) for k, v in x.items()}
+        return {k: _split(v, chunks, out) for k, v in x.items()}
     if isinstance(x, list):
-        return [_split(v, store, out) for v in x]
+        return [_split(v, chunks, out) for v in x]
     if isinstance(x, tuple):
-        return tuple(_split(v, store, out) for v in x)
+        return tuple(_split(v, chunks, out) for v in x)
     return x
 
 
@@ -241,11 +242,7 @@ def _ordered(x: dict[str, Any], store: Store | None, key: str) -> OrderedDict[An
 
 def _load_chunks(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tensor:
     raw = _chunk_bytes(ref["__flor_chunks__"], store, key)
-    kind = getattr(torch, ref["dtype"])
-    numel = 1
-    for n in ref["shape"]:
-        numel *= n
-    if len(raw) != numel * kind.itemsize:
+    if len(raw) != math.prod(ref["shape"]) * getattr(torch, ref["dtype"]).itemsize:
         raise CorruptCheckpoint(key, "its chunks do not add up to its tensor's size")
     return _tensor(raw, ref["dtype"], ref["shape"])
 

@@ -41,6 +41,8 @@ import torch
 
 from flor.errors import FlorError
 from flor.runtime import loader_position
+from flor.runtime.chunks import as_words
+from flor.runtime.codec import BLOB_MIN_BYTES  # smaller tensors are inlined, not chunked
 from flor.runtime.unbound import UNBOUND
 
 _MISSING = object()
@@ -165,13 +167,13 @@ class Snapshot:
 
     def copy(self, t: torch.Tensor) -> torch.Tensor:
         nbytes = t.numel() * t.element_size()
-        if self.previous is None or nbytes < REUSE_MIN_BYTES or not _comparable(t):
+        if self.previous is None or nbytes < BLOB_MIN_BYTES or not _comparable(t):
             self.nbytes += nbytes
             return tensor_copy(t)
         t = t.detach()
         source = (t.data_ptr(), t.dtype, tuple(t.shape))
         prev = self.previous.get(source)
-        if prev is not None and torch.equal(_bits(prev), _bits(t)):
+        if prev is not None and torch.equal(as_words(prev), as_words(t)):
             self.current[source] = prev
             return prev
         self.nbytes += nbytes
@@ -183,9 +185,6 @@ class Snapshot:
         return new
 
 
-REUSE_MIN_BYTES = 64 * 1024  # codec.BLOB_MIN_BYTES: smaller tensors are inlined, not chunked
-
-
 def _comparable(t: torch.Tensor) -> bool:
     return (
         t.device.type == "cpu"
@@ -193,22 +192,6 @@ def _comparable(t: torch.Tensor) -> bool:
         and not t.is_quantized
         and t.is_contiguous()
     )
-
-
-_WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16))
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's bytes as integers: equal exactly when the bits are (-0.0 is not 0.0,
-    and a NaN equals itself)."""
-    flat = t.reshape(-1).view(torch.uint8)
-    for size, kind in _WORDS:
-        if flat.numel() % size == 0:
-            try:
-                return flat.view(kind)
-            except RuntimeError:  # an offset the wider type cannot align to
-                continue
-    return flat
 
 
 def clone_tree(x: Any, snap: Snapshot) -> Any:
