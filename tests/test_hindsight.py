@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from flor.replay.triggers import needed_iterations
 from flor.runs.catalogue import RecordedRun
 from flor.runs.records import RunMeta
@@ -135,7 +137,7 @@ def _record_scalars(values: list[dict[str, int]], entry_every: int) -> RecordedR
     for g, names in enumerate(values):
         scalars.note(g, "<module>", names, g)
         if (g + 1) % entry_every == 0 or g == len(values) - 1:
-            taken = scalars.take()
+            taken = scalars.take().changes()
             run.scalars.update(taken)
             run.scalar_firsts.add(min(taken))
             run.timings.update(dict.fromkeys(taken, 0.1))
@@ -224,13 +226,28 @@ def test_a_recording_notes_only_the_loops_counters() -> None:
     scalars.note(1, "<module>", {**frame, "step": 1}, None)
     scalars.note(2, "<module>", {**frame, "step": 1, "flag": True}, None)
     scalars.note(3, "<module>", {**frame, "step": 1, "flag": True}, None)
-    assert scalars.take() == {
+    assert scalars.take().changes() == {
         0: {"step": 0, "flag": 1, "@scope": "<module>"},
         1: {"step": 1},
         2: {"flag": True},
         3: {},
     }
     assert periodic(LOOP).counters == {"iter_num"}  # not loss: a test of it runs everywhere
+
+
+def test_a_counter_rebound_to_a_tensor_is_not_known_until_it_is_a_counter_again() -> None:
+    """A counter's name bound to a tensor (whose == is elementwise) is noted as not known
+    while it is one, without comparing tensors; the loop's value offset and scope stay."""
+    scalars = LoopScalars(frozenset({"step"}))
+    for g, step in enumerate([0, torch.ones(3), torch.zeros(3), 3, 3]):
+        scalars.note(g, "<module>", {"step": step}, g)
+    assert scalars.take().changes() == {
+        0: {"step": 0, "@": 0, "@scope": "<module>"},
+        1: {"step": None},
+        2: {},
+        3: {"step": 3},
+        4: {},
+    }
 
 
 def test_a_project_is_analysed_in_the_file_that_holds_the_loop() -> None:

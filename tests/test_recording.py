@@ -20,10 +20,10 @@ from flor.store import LocalStore
 
 def test_the_clock_leaves_flor_s_own_time_out_of_training_time() -> None:
     clock = IterationClock()
-    clock.begin_iteration()
+    clock.begin_iteration(time.perf_counter())
     time.sleep(0.02)
     clock.stalled(0.015)
-    clock.end_iteration(0)
+    clock.end_iteration(0, time.perf_counter())
     timings, blocks = clock.take()
     assert 0.004 < timings[0] < 0.015 and blocks == {}
     assert clock.take() == ({}, {}), "taken once, for one journal entry"

@@ -346,7 +346,7 @@ class Replayer(Session):
                 if action == REBUILD:
                     self._echo(g, run=True)
                 self.stdout.quiet = self.stderr.quiet = quiet
-                self.stdout.bucket = str(g)
+                self.stdout.bucket = g
                 self.tally.begin(quiet)
                 yield value
                 self.tally.end()
@@ -362,7 +362,7 @@ class Replayer(Session):
         """Print what iteration ``g`` printed when recorded: the edit does not run in it
         (``run``: it runs, quietly, to rebuild state from stale values)."""
         self.stdout.quiet = self.stderr.quiet = False
-        self.stdout.bucket = str(g)
+        self.stdout.bucket = g
         self.stdout.write(self.run.stdout.get(str(g), ""))
         self.tally.echoed += not run
 

@@ -7,8 +7,6 @@ fraction of it. Timings go into the journal with the next entry written.
 
 from __future__ import annotations
 
-import time
-
 
 class IterationClock:
     def __init__(self) -> None:
@@ -19,21 +17,22 @@ class IterationClock:
         self._block_start = 0.0
         self._stall = 0.0  # flor's own time inside the open iteration
 
-    def begin_iteration(self) -> None:
+    # Each call takes the time its caller read (``now``), who reads it once for its own
+    # bookkeeping too: a clock read is a noticeable part of a sub-millisecond step.
+    def begin_iteration(self, now: float) -> None:
         self._stall = 0.0
-        self._iteration_start = time.perf_counter()
+        self._iteration_start = now
 
-    def end_iteration(self, iteration: int) -> None:
-        elapsed = time.perf_counter() - self._iteration_start - self._stall
+    def end_iteration(self, iteration: int, now: float) -> None:
+        elapsed = now - self._iteration_start - self._stall
         self.compute += elapsed
         self._timings[iteration] = elapsed
 
-    def begin_block(self) -> None:
-        self._block_start = time.perf_counter()
+    def begin_block(self, now: float) -> None:
+        self._block_start = now
 
-    def end_block(self, iteration: int) -> float:
+    def end_block(self, iteration: int, now: float) -> float:
         """Close the block's time; return the compute so far, this iteration's included."""
-        now = time.perf_counter()
         seconds = self._block_seconds.get(iteration, 0.0) + now - self._block_start
         self._block_seconds[iteration] = seconds
         return self.compute + (now - self._iteration_start - self._stall)
@@ -43,11 +42,13 @@ class IterationClock:
         self._stall += seconds
 
     def take(self) -> tuple[dict[int, float], dict[int, float]]:
-        """Seconds per iteration, and in its blocks, since the last journal entry."""
+        """Seconds per iteration, and in its blocks, since the last journal entry (to be
+        ``rounded`` by the writer thread)."""
         timings, self._timings = self._timings, {}
         blocks, self._block_seconds = self._block_seconds, {}
-        return _rounded(timings), _rounded(blocks)
+        return timings, blocks
 
 
-def _rounded(seconds: dict[int, float]) -> dict[int, float]:
+def rounded(seconds: dict[int, float]) -> dict[int, float]:
+    """To the microsecond: what the journal keeps."""
     return {k: round(v, 6) for k, v in seconds.items()}

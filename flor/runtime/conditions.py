@@ -44,9 +44,10 @@ class Guards:
     """Statements' guards (each a conjunction of tests), compiled once."""
 
     def __init__(self, guards: Sequence[Sequence[Test]], facts: LoopFacts) -> None:
-        self.guards = [[(_compile(t), t) for t in guard] for guard in guards]
+        self.guards = [[(_compile(t), t, dict(t.shifts)) for t in guard] for guard in guards]
         self.targets = dict(facts.targets)
         self.counters = facts.counters
+        self._no_builtins: dict[str, Any] = {"__builtins__": {}}
 
     def any_holds(self, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool | None:
         """Whether some guard holds in iteration ``g``, whose starting values are ``known``."""
@@ -61,8 +62,8 @@ class Guards:
     def holds(self, i: int, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool | None:
         """Whether guard ``i`` holds in iteration ``g``; None if that is not known."""
         unknown = False
-        for code, test in self.guards[i]:
-            value = self._evaluate(code, test, g, known, lookup)
+        for code, test, shifts in self.guards[i]:
+            value = self._evaluate(code, test.names, shifts, g, known, lookup)
             if value is None:
                 unknown = True
             elif value != test.holds:
@@ -70,11 +71,16 @@ class Guards:
         return None if unknown else True
 
     def _evaluate(
-        self, code: CodeType, test: Test, g: int, known: Mapping[str, Any], lookup: Lookup
+        self,
+        code: CodeType,
+        reads: tuple[str, ...],
+        shifts: dict[str, int],
+        g: int,
+        known: Mapping[str, Any],
+        lookup: Lookup,
     ) -> bool | None:
-        shifts = dict(test.shifts)
         names: dict[str, Any] = {}
-        for name in test.names:
+        for name in reads:
             if name in self.targets:
                 offset = known.get(self.targets[name])
                 value = MISSING if offset is None else g + offset
@@ -89,7 +95,7 @@ class Guards:
                 return None
             names[name] = value
         try:
-            return bool(eval(code, {"__builtins__": {}}, names))
+            return bool(eval(code, self._no_builtins, names))
         except Exception:  # a value of another type than recorded: not known
             return None
 

@@ -17,15 +17,18 @@ from __future__ import annotations
 from typing import Any
 
 _KINDS = (int, bool)
+# iteration, scope, the watched names' values (a dict of every int and bool when none are
+# watched), the loop value's counter as (key, offset from the iteration)
+Row = tuple[int, str, Any, "tuple[str, int] | None"]
 
 
-def loop_value(value: Any) -> dict[str, int]:
-    """What of the loop's own value is a counter."""
+def _loop_counter(value: Any, iteration: int) -> tuple[str, int] | None:
+    """What of the loop's own value is a counter, as an offset: constant for range()."""
     if type(value) is int:
-        return {"@": value}
+        return ("@", value - iteration)
     if type(value) is tuple and value and type(value[0]) is int:
-        return {"@0": value[0]}
-    return {}
+        return ("@0", value[0] - iteration)
+    return None
 
 
 class LoopScalars:
@@ -36,44 +39,94 @@ class LoopScalars:
         record. So nothing else is noted (a scan of every global per iteration, at module
         level, was flor's largest cost; of every name the loop assigns, 5 us a DQN step)."""
         self._watched = None if watched is None else tuple(sorted(watched))
-        self._last: dict[str, Any] = {}
-        self._taken: dict[int, dict[str, Any]] = {}  # not yet journaled
+        self._rows: list[Row] = []  # not yet journaled, as noted
+        self._last: Row | None = None
 
     def note(self, iteration: int, scope: str, names: dict[str, Any], value: Any) -> None:
-        """The values at the start of ``iteration`` (``names``: the loop's frame)."""
-        if self._watched is None:
-            now = {
+        """The values at the start of ``iteration`` (``names``: the loop's frame). Only a
+        tuple per iteration: comparing it with the one before waits for the writer."""
+        watched = self._watched
+        if watched is None:
+            now: Any = {
                 k: v for k, v in names.items() if type(v) in _KINDS and not k.startswith("_flor")
             }
         else:
-            now = {}
-            for k in self._watched:
-                v = names.get(k)  # a missing name: None, not one of _KINDS
-                if type(v) in _KINDS:
-                    now[k] = v
-        for key, v in loop_value(value).items():
-            now[key] = v - iteration  # an offset: constant for range(start, stop)
-        now["@scope"] = scope
-        last = self._last
-        if not self._taken:  # the entry's first iteration: everything
-            changed = dict(now)
-        elif now == last and all(type(v) is type(last[k]) for k, v in now.items()):
-            changed = {}  # the common case, without a call per name (1 == True: types too)
-        else:
-            changed = {k: v for k, v in now.items() if k not in last or _differs(last[k], v)}
-            changed.update(dict.fromkeys(last.keys() - now.keys()))
-        self._taken[iteration] = changed
-        self._last = now
+            now = tuple(map(names.get, watched))
+        # Not the loop's value itself, which may be a batch: only what of it is a counter.
+        self._last = (iteration, scope, now, _loop_counter(value, iteration))
+        self._rows.append(self._last)
 
     @property
     def current(self) -> dict[str, Any]:
         """The values the open iteration started with."""
-        return self._last
+        return {} if self._last is None else _values(self._watched, self._last)
 
-    def take(self) -> dict[int, dict[str, Any]]:
+    def take(self) -> Noted:
         """The values noted since the last journal entry (the next one starts whole)."""
-        taken, self._taken = self._taken, {}
+        rows, self._rows = self._rows, []
+        return Noted(self._watched, rows)
+
+
+class Noted:
+    """A journal entry's values as noted, turned into what the journal keeps by
+    ``changes``, which the writer thread calls, not the training loop."""
+
+    def __init__(self, watched: tuple[str, ...] | None, rows: list[Row]) -> None:
+        self._watched = watched
+        self._rows = rows
+
+    def changes(self) -> dict[int, dict[str, Any]]:
+        """The first iteration's values whole, then each one's changes."""
+        taken: dict[int, dict[str, Any]] = {}
+        watched, before = self._watched, None
+        for row in self._rows:
+            if before is not None and watched is not None and row[1::2] == before[1::2]:
+                taken[row[0]] = _watched_changes(watched, before[2], row[2])
+            elif before is None:
+                taken[row[0]] = _values(watched, row)
+            else:
+                taken[row[0]] = _changes(_values(watched, before), _values(watched, row))
+            before = row
         return taken
+
+
+def _values(watched: tuple[str, ...] | None, row: Row) -> dict[str, Any]:
+    _, scope, noted, counter = row
+    if watched is None:
+        now = dict(noted)
+    else:  # a missing name is None, not one of _KINDS
+        now = {k: v for k, v in zip(watched, noted) if type(v) in _KINDS}
+    if counter is not None:
+        now[counter[0]] = counter[1]
+    now["@scope"] = scope
+    return now
+
+
+def _watched_changes(
+    watched: tuple[str, ...], before: tuple[Any, ...], now: tuple[Any, ...]
+) -> dict[str, Any]:
+    """What changed between two iterations of the same scope and loop offset."""
+    try:
+        if before == now and tuple(map(type, before)) == tuple(map(type, now)):
+            return {}  # the common case (1 == True: types too)
+    except Exception:  # a name bound to an array: compared below, by kind first
+        pass
+    changed: dict[str, Any] = {}
+    for k, a, b in zip(watched, before, now):
+        if type(b) in _KINDS:
+            if type(a) not in _KINDS or _differs(a, b):
+                changed[k] = b
+        elif type(a) in _KINDS:
+            changed[k] = None  # no longer a counter: not known from here on
+    return changed
+
+
+def _changes(last: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    if now == last and all(type(v) is type(last[k]) for k, v in now.items()):
+        return {}  # the common case, without a call per name (1 == True: types too)
+    changed = {k: v for k, v in now.items() if k not in last or _differs(last[k], v)}
+    changed.update(dict.fromkeys(last.keys() - now.keys()))
+    return changed
 
 
 def _differs(a: Any, b: Any) -> bool:

@@ -20,6 +20,7 @@ rank-local values) is in its own checkpoint.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import platform
 import sys
@@ -31,7 +32,7 @@ from typing import Any
 from flor.runs import layout, retention
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpointer import Checkpointer, Written
-from flor.runtime.clock import IterationClock
+from flor.runtime.clock import IterationClock, rounded
 from flor.runtime.conditions import Lookahead, lookup_frame
 from flor.runtime.job import Feed, Job
 from flor.runtime.journal import RunJournal
@@ -48,7 +49,9 @@ from flor.store import Store
 
 DECISIONS_KEPT = 1000  # iterations' checkpoint decisions a job's store holds at once
 # Iterations whose timings, output and counters wait in memory for a commit: after this many
-# without a checkpoint, they are journaled on their own (a commit without blocks).
+# without a checkpoint, they are journaled on their own (a commit without blocks), once the
+# writer has finished the previous commit: on steps of a few microseconds it cannot keep up
+# with one per 1000 (it needs the GIL the loop holds), and would lag behind the loop's end.
 JOURNAL_EVERY = 1000
 
 
@@ -88,6 +91,8 @@ class Recorder(Session):
         self._feed: Feed | None = None  # other ranks: rank 0's decisions, read ahead
         self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
         self._journaled = -1  # the last iteration a commit journaled
+        self._committed: Future[Any] = Future()  # the last commit submitted
+        self._committed.set_result(None)
         self._closed = False
         self.meta = self._initial_meta()
         self.journal.start(self.meta, self._read_source(), options.original, options.project)
@@ -157,18 +162,19 @@ class Recorder(Session):
         self.scalars.note(iteration, loop_frame.f_code.co_name, loop_frame.f_locals, value)
         self._checkpointing = None
         self._blocks = {}
-        self.stdout.bucket = str(iteration)
-        self.policy.bookkeeping += time.perf_counter() - start
-        self.clock.begin_iteration()
+        self.stdout.bucket = iteration
+        now = time.perf_counter()
+        self.policy.bookkeeping += now - start
+        self.clock.begin_iteration(now)
 
     def _end(self) -> None:
         g = self.iteration
         assert g is not None
-        self.clock.end_iteration(g)
         start = time.perf_counter()
+        self.clock.end_iteration(g, start)
         if self._checkpointing and self._blocks:
             self._submit_commit(g, self._blocks, self._checkpointing == Decision.PREFERRED)
-        elif g - self._journaled >= JOURNAL_EVERY:
+        elif g - self._journaled >= JOURNAL_EVERY and self._committed.done():
             self._submit_commit(g, {}, False)
         self.end_iteration()
         self.policy.bookkeeping += time.perf_counter() - start
@@ -183,13 +189,14 @@ class Recorder(Session):
 
         def commit() -> None:
             entries = {label: f.result().entry for label, f in blocks.items()}
-            self.journal.commit(Commit(g, entries, stdout, timings, block_timings, scalars), logs)
+            timed = rounded(timings), rounded(block_timings)
+            self.journal.commit(Commit(g, entries, stdout, *timed, scalars.changes()), logs)
             if blocks:
                 self.policy.settle(g)  # the commit made g visible
                 self._thin(g, [f.result() for f in blocks.values()], preferred)
 
         # Only a checkpoint's commit is charged to it; the others are the journal's (-1).
-        self.writer.submit(g if blocks else -1, commit, commit=bool(blocks))
+        self._committed = self.writer.submit(g if blocks else -1, commit, commit=bool(blocks))
         self.written.extend(blocks.values())
 
     def _thin(self, g: int, written: list[Written], preferred: bool) -> None:
@@ -237,9 +244,9 @@ class Recorder(Session):
             self.next_iteration - first,
             status,
             stdout,
-            timings,
-            block_timings,
-            self.scalars.take(),
+            rounded(timings),
+            rounded(block_timings),
+            self.scalars.take().changes(),
         )
         logs, self.logs = self.logs, []
         self._journaled = self.next_iteration - 1
@@ -251,8 +258,8 @@ class Recorder(Session):
     def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
         _, occurrence = self.open_block(name)
         if self.iteration is not None:
-            self.stdout.bucket = f"{self.iteration}:{name}/{occurrence}"  # replay re-prints it
-        self.clock.begin_block()
+            self.stdout.bucket = (self.iteration, name, occurrence)  # replay re-prints it
+        self.clock.begin_block(time.perf_counter())
         return True
 
     def block_end(
@@ -262,9 +269,9 @@ class Recorder(Session):
         g = self.iteration
         if g is None:
             return (*objs, *named.values())
-        self.stdout.bucket = str(g)
+        self.stdout.bucket = g
         start = time.perf_counter()
-        compute = self.clock.end_block(g)
+        compute = self.clock.end_block(g, start)
         first = self._checkpointing is None  # the iteration's first block end decides
         if first:
             self._checkpointing = self._decide(compute, g, frame)
@@ -303,12 +310,16 @@ class Recorder(Session):
 
     def _periodic_ahead(self, g: int, frame: Frame, ahead: int) -> Callable[[], bool] | None:
         """Whether iteration ``g + ahead`` is one of the loop's periodic ones (then
-        ``g + ahead - 1`` is the eve a checkpoint is preferred on)."""
-        lookahead = self.lookahead
-        if lookahead is None:
+        ``g + ahead - 1`` is the eve a checkpoint is preferred on); asked only when the
+        policy could take a checkpoint."""
+        if self.lookahead is None:
             return None
+        return functools.partial(self._next_fires, g, frame, ahead)
+
+    def _next_fires(self, g: int, frame: Frame, ahead: int) -> bool:
+        assert self.lookahead is not None
         lookup = lookup_frame(frame.f_locals, frame.f_globals)
-        return lambda: lookahead.next_fires(g, self.scalars.current, lookup, ahead)
+        return self.lookahead.next_fires(g, self.scalars.current, lookup, ahead)
 
     def _checkpoint(
         self,

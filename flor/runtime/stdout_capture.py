@@ -20,17 +20,22 @@ class TaggedStream(io.TextIOBase):
         self.stream = stream
         self.keep = keep
         self.quiet = False
-        self.bucket: str = "pre"
+        # Where the next write goes: a name, an iteration, or (iteration, block, occurrence)
+        # for a block's text. Set every iteration: formatted only when something is written.
+        self.bucket: str | int | tuple[int, str, int] = "pre"
         self.buckets: dict[str, list[str]] = {}
 
     def write(self, s: str) -> int:
         if self.quiet:
             return len(s)
         if self.keep:
-            self.buckets.setdefault(self.bucket, []).append(s)
-            iteration, block, _ = self.bucket.partition(":")
-            if block:  # the iteration's text stays whole, in order: a replay may echo it
-                self.buckets.setdefault(iteration, []).append(s)
+            tag = self.bucket
+            if type(tag) is tuple:  # the iteration's text stays whole, in order: a replay
+                iteration, block, occurrence = tag  # may echo it
+                self.buckets.setdefault(f"{iteration}:{block}/{occurrence}", []).append(s)
+                self.buckets.setdefault(str(iteration), []).append(s)
+            else:
+                self.buckets.setdefault(str(tag), []).append(s)
         return self.stream.write(s)
 
     def flush(self) -> None:
