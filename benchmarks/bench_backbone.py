@@ -27,6 +27,7 @@ backbone = torch.nn.Linear(width, width, bias=False).requires_grad_(False)  # fr
 head = torch.nn.Linear(width, 1)
 optimizer = torch.optim.SGD(head.parameters(), lr=1e-3)
 x = torch.randn(2, width)
+loss = torch.zeros(())
 for step in range(steps):
     loss = head(torch.tanh(backbone(x))).pow(2).mean()
     optimizer.zero_grad()
