@@ -34,8 +34,9 @@ from flor.runtime.options import (
 )
 from flor.runtime.project_files import ProjectFiles, module_script
 from flor.runtime.reporter import Reporter
+from flor.sources import ENTRY, SourceFile
 from flor.store import Store, StoreSettings
-from flor.transform.report import ENTRY, ProjectInstrumented, SourceFile
+from flor.transform.report import ProjectInstrumented
 from flor.transform.sharding import sharded_state
 
 STARTED = time.perf_counter()  # flor run charges its own start-up to the run's budget

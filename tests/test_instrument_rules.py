@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import textwrap
 
+from flor.sources import ENTRY, SourceFile
 from flor.transform import fingerprints, instrument
 from flor.transform.fingerprints import block_openings
 from flor.transform.instrumenter import instrument_project
-from flor.transform.project import ENTRY
-from flor.transform.report import SourceFile
 
 
 def rewrite(source: str) -> str:

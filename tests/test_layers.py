@@ -1,8 +1,9 @@
 """The architecture, checked: floors, no cycles, a pure transform, no hidden state.
 
-Floors, top first: ``cli`` · ``replay`` · ``runtime`` · ``runs`` · ``store`` and
-``transform`` (beside each other) · ``errors``. A module imports only its own
-floor and those below; a lazy import inside a function counts like any other.
+Floors, top first: ``cli`` · ``replay`` · ``runtime`` and ``transform`` (beside each
+other: the runtime gets what it needs of the transform from replay's launch) · ``runs`` ·
+``store`` · ``errors`` and ``sources``. A module imports only its own package, then the
+floors below; a lazy import inside a function counts like any other.
 ``flor/__init__.py`` is the facade, above every floor.
 """
 
@@ -19,10 +20,11 @@ FLOORS = {
     "flor.cli": 5,
     "flor.replay": 4,
     "flor.runtime": 3,
+    "flor.transform": 3,
     "flor.runs": 2,
     "flor.store": 1,
-    "flor.transform": 1,
     "flor.errors": 0,
+    "flor.sources": 0,
 }
 ALLOWED_STATE = {("flor.runtime.context", "_session")}  # the one process session
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
+from flor.sources import SourceFile
 from flor.transform import instrument_project
-from flor.transform.report import ProjectInstrumented, SourceFile
+from flor.transform.report import ProjectInstrumented
 
 STEP = """\
     loss = model(x).pow(2).mean()

@@ -61,8 +61,8 @@ def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str]
     loop a replay's conditions read from the record (``flor.transform.hindsight.periodic``);
     None where the script does not tell."""
     from flor.runtime.conditions import Guards, Lookahead
+    from flor.sources import project_sources
     from flor.transform.hindsight import loop_file, periodic
-    from flor.transform.report import project_sources
 
     source = options.source
     if source is None:

@@ -34,10 +34,10 @@ from flor.runtime.options import Options, check_name, parse_segment
 from flor.runtime.project_files import ProjectFiles, project_file
 from flor.runtime.reporter import Reporter
 from flor.runtime.startup import import_torch, while_torch_imports
+from flor.sources import ENTRY, ProjectFile, SourceFile, project_sources
 from flor.store import Store, StoreSettings, shared_url
 from flor.transform.edits import training_edits
 from flor.transform.fingerprints import block_openings
-from flor.transform.report import ENTRY, ProjectFile, SourceFile, project_sources
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,10 @@ from flor.runtime.session import Frame, Session, as_iterator, numeric_environmen
 from flor.runtime.state import CannotRestore, restore, restore_rng, stateful_in_scope
 from flor.runtime.stdout_capture import TaggedStream
 from flor.runtime.unbound import UNBOUND
+from flor.sources import project_sources
 from flor.store import Store
 from flor.transform import BlockChanges, EndCall, compare
 from flor.transform.hindsight import Hindsight, analyze_project, loop_assigned, loop_file
-from flor.transform.report import project_sources
 
 
 @dataclass(frozen=True)

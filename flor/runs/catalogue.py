@@ -20,8 +20,8 @@ from flor.runs.layout import (
     source_key,
 )
 from flor.runs.records import CheckpointEntry, Commit, LoopEnd, RunMeta, SegmentResult
+from flor.sources import ProjectFile
 from flor.store import Store
-from flor.transform.report import ProjectFile
 
 
 def list_runs(store: Store, name: str) -> list[str]:

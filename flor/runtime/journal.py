@@ -15,8 +15,8 @@ from typing import Any
 
 from flor.runs import layout
 from flor.runs.records import Commit, LoopEnd, RunMeta
+from flor.sources import ProjectFile
 from flor.store import Store
-from flor.transform.report import ProjectFile
 
 
 class RunJournal:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from flor.errors import FlorError
-from flor.transform.report import ProjectFile
+from flor.sources import ProjectFile
 
 DEFAULT_EPSILON = 1 / 15
 DEFAULT_STORAGE = "10GB"

@@ -16,7 +16,7 @@ import sys
 import sysconfig
 
 from flor.errors import FlorError
-from flor.transform.report import ProjectFile, SourceFile
+from flor.sources import ProjectFile, SourceFile
 
 _FLOR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from flor.sources import ENTRY, SourceFile
 from flor.transform.effects import StateItem, feeds_block, infer_state
 from flor.transform.loops import (
     BlockChoice,
@@ -22,13 +23,11 @@ from flor.transform.loops import (
 from flor.transform.program import FunctionNode, Program, spawned
 from flor.transform.project import Project, Resolve
 from flor.transform.report import (
-    ENTRY,
     BlockDecision,
     Instrumented,
     LoopDecision,
     Note,
     ProjectInstrumented,
-    SourceFile,
 )
 from flor.transform.rewrite import LOOP_VARIABLE, FlorRewriter, LoopRewrite
 

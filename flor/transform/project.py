@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from flor.sources import ENTRY, SourceFile
 from flor.transform.program import FunctionNode, Program, dotted, node_of, root_name
-from flor.transform.report import ENTRY, SourceFile
 
 # An absolute module name -> the project's file for it; None for any other module.
 Resolve = Callable[[str], SourceFile | None]

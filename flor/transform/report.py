@@ -5,37 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-ENTRY = "__main__"  # the module name of the entry script
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """A file of the project: the entry script (module ``__main__``) or one it imports."""
-
-    module: str  # its import name
-    path: str  # where it is, as the user's tools name it
-    source: str
-    is_package: bool = False  # an ``__init__.py``: relative imports start from itself
-    package: str | None = None  # the entry run as ``python -m pkg.train``: "pkg"
-
-
-@dataclass(frozen=True)
-class ProjectFile:
-    """A file of the project as a run uses it: ``source`` is what runs (rewritten or not)."""
-
-    path: str  # relative to the project root (the script's folder; with -m, the working dir)
-    module: str
-    original: str
-    source: str
-
-    @property
-    def rewritten(self) -> bool:
-        return self.source != self.original
-
-
-def project_sources(project: tuple[ProjectFile, ...], script: str, source: str) -> dict[str, str]:
-    """Path -> source as run, for the project's files and the script (under ``script``)."""
-    return {**{f.path: f.source for f in project}, script: source}
+from flor.sources import SourceFile
 
 
 @dataclass(frozen=True)
