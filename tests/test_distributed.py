@@ -212,7 +212,10 @@ def _a_killed_rank_leaves_a_run_replayable_to_what_every_rank_committed(
         {int(p.stem) for p in (j / "journal").glob("0*.json")} for j in (run, run / "ranks" / "1")
     ]
     everywhere = max(committed[0] & committed[1])
-    assert 1 <= everywhere <= 2  # rank 1 died at the start of epoch 3
+    # Rank 1 died at the start of epoch 3; on a loaded machine the SIGKILL may beat its
+    # writer to the commits of epochs 1-2 (seen in the suite): what every rank did commit
+    # replays.
+    assert 0 <= everywhere <= 2
     f.copy(f"distributed/{SCRIPT}", "outside", as_name=SCRIPT)
     out = f.cli("replay", "--name", "ddp", "--iterations", f"0-{everywhere}")
     epochs = recorded.outside.splitlines(keepends=True)[: 2 * (everywhere + 1)]

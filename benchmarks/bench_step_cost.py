@@ -1,0 +1,77 @@
+"""What ``flor.it`` and one SkipBlock cost per iteration, on steps that do nothing else.
+
+A hand-annotated loop of N empty steps (a counter, a model and optimizer carried by
+``SkipBlock.end``, a print every 10,000 steps that the recording looks ahead for) runs
+plainly, recorded and replayed. The script times every 1,000 steps itself; the median
+of those stretches is the steady per-step figure, start-up and the loop's end left out
+(the stretches with a journal entry are in it). Runs are interleaved, 1 torch thread.
+
+    python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SCRIPT = """
+import sys, time, statistics
+import torch
+import flor
+
+steps = int(sys.argv[1])
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+step = 0
+marks = []
+for _ in flor.it(range(steps)):
+    if step % 1000 == 0:
+        marks.append(time.perf_counter())
+    if flor.SkipBlock.step_into("update"):
+        step += 1
+    model, opt, step = flor.SkipBlock.end(model, opt, step)
+    if step % 10000 == 0:
+        print(step)
+stretches = [(b - a) / 1000 * 1e6 for a, b in zip(marks[1:], marks[2:])]
+print(f"per-step {statistics.median(stretches):.3f}", file=sys.stderr)
+"""
+
+
+def per_step(work: Path, *args: str) -> float:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
+    cmd = [sys.executable, str(work / "steps.py"), *args]
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr)
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("per-step "))
+    return float(line.split()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    opts = parser.parse_args()
+    n = str(opts.steps)
+    times: dict[str, list[float]] = {"plain": [], "record": [], "replay": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "steps.py").write_text(SCRIPT)
+        for r in range(opts.repeats):
+            times["plain"].append(per_step(work, n))
+            times["record"].append(per_step(work, "--flor", f"s{r}", n))
+            times["replay"].append(per_step(work, "--flor", f"s{r}", "--replay_flor", n))
+    plain = statistics.median(times["plain"])
+    print(f"{opts.steps} empty steps: plain {plain:.2f} us/step")
+    for kind in ("record", "replay"):
+        t = statistics.median(times[kind])
+        print(f"{kind:<7} {t:.2f} us/step: flor's own {t - plain:.2f} us/step")
+
+
+if __name__ == "__main__":
+    main()
