@@ -6,6 +6,8 @@ and the run catalogue keep ``ProjectFile``s, and neither imports the other for t
 
 from __future__ import annotations
 
+import ast
+import functools
 from dataclasses import dataclass
 
 ENTRY = "__main__"  # the module name of the entry script
@@ -39,3 +41,11 @@ class ProjectFile:
 def project_sources(project: tuple[ProjectFile, ...], script: str, source: str) -> dict[str, str]:
     """Path -> source as run, for the project's files and the script (under ``script``)."""
     return {**{f.path: f.source for f in project}, script: source}
+
+
+@functools.lru_cache(maxsize=64)
+def python_ast(source: str) -> ast.Module:
+    """``source`` parsed by Python's ``ast``, once per process for the same text: a start's
+    checks (sharding, imports, the loop's tests, the blocks' openings) share one tree, which
+    none of them may change. Raises ``SyntaxError`` as ``ast.parse`` does."""
+    return ast.parse(source)

@@ -8,14 +8,17 @@ on stderr must name exactly those lines.
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, pythonpath
+from conftest import COUNTING, SCRIPTS, Flor, pythonpath
 
 PROJECTS = SCRIPTS / "projects"
 
@@ -86,3 +89,19 @@ def test_the_main_loop_is_found_in_whichever_file_holds_it(project: str) -> None
         return
     assert loops == marked(PROJECTS / project, "# @main-loop"), decisions
     assert len(re.findall(r": block \S+ \(", decisions)) == 1, decisions
+
+
+def test_a_recording_start_parses_each_project_file_once(flor_env: Flor) -> None:
+    """``flor run`` reads the project (entry script, the files it imports) and checks it:
+    instrumenting it, its imports, sharded state, the loop's tests. Each file is parsed once
+    by libcst (the rewrite) and at most once by ``ast`` (the checks share one tree)."""
+    f = flor_env
+    shutil.copytree(PROJECTS / "engine_loop", f.work, dirs_exist_ok=True)
+    log = f.work / "parses.txt"
+    f.cli("run", "--name", "exp", "main.py", COUNT_PARSES_FILE=str(log), **pythonpath(COUNTING))
+    parses = collections.Counter(log.read_text().split("\n"))
+    files = ["main.py", "engine.py", "utils.py"]
+    for name in files:
+        sha = hashlib.sha1((f.work / name).read_bytes()).hexdigest()
+        assert parses[f"libcst {sha}"] == 1, name
+        assert parses[f"ast {sha}"] <= 1, name

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from flor.errors import FlorError
+from flor.sources import python_ast
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class BlockChanges:
 
 def parse(source: str, filename: str) -> ast.Module:
     try:
-        return ast.parse(source, filename)
+        return python_ast(source)
     except SyntaxError as e:
         raise FlorError(
             "syntax", f"{filename}:{e.lineno}:{e.offset}: cannot parse: {e.msg}"
@@ -59,7 +60,7 @@ def block_openings(sources: Iterable[str]) -> frozenset[str]:
     found = set()
     for source in sources:
         try:
-            tree = ast.parse(source)
+            tree = python_ast(source)
         except SyntaxError:
             continue
         for node in ast.walk(tree):

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from flor.errors import FlorError
+from flor.sources import python_ast
 from flor.transform.fingerprints import block_name, is_skipblock_call, parse
 
 # Nodes a condition may consist of: arithmetic, comparisons and boolean logic on names.
@@ -154,7 +155,7 @@ def _top_level_only(recorded: str, edited: str) -> bool:
     """Whether ``edited`` differs from ``recorded`` only in module-level statements that
     define nothing (no function, class or lambda a loop elsewhere could call back)."""
     try:
-        old, new = ast.parse(recorded).body, ast.parse(edited).body
+        old, new = python_ast(recorded).body, python_ast(edited).body
     except SyntaxError:
         return False
     a, b = [ast.dump(s) for s in old], [ast.dump(s) for s in new]

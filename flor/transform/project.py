@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from flor.sources import ENTRY, SourceFile
+from flor.sources import ENTRY, SourceFile, python_ast
 from flor.transform.program import FunctionNode, Program, dotted, node_of, root_name
 
 # An absolute module name -> the project's file for it; None for any other module.
@@ -375,7 +375,7 @@ def _imported_modules(f: SourceFile) -> list[str]:
     """Every module ``f``'s imports may load: ``a``, ``a.b`` of ``import a.b``; ``m`` and
     ``m.x`` of ``from m import x`` (``x`` may be a submodule)."""
     try:
-        tree = ast.parse(f.source)
+        tree = python_ast(f.source)
     except (SyntaxError, ValueError):
         return []
     out: list[str] = []

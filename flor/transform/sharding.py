@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 
+from flor.sources import python_ast
+
 SHARDED_NAMES = frozenset({"FullyShardedDataParallel", "fully_shard"})
 SHARDED_MODULES = ("torch.distributed.fsdp", "torch.distributed.checkpoint")
 
@@ -19,7 +21,7 @@ def sharded_state(source: str, filename: str) -> str | None:
     """``FILE:LINE: WHAT`` for the first use of sharded training in ``source``; None if none
     (or if it does not parse: python reports that itself)."""
     try:
-        tree = ast.parse(source)
+        tree = python_ast(source)
     except SyntaxError:
         return None
     for node in ast.walk(tree):

@@ -1,5 +1,7 @@
-"""Test-only: count backward passes of every Python process started with this folder on
-PYTHONPATH and COUNT_BACKWARDS_DIR set, one file per process (replays fan out)."""
+"""Test-only, for every Python process started with this folder on PYTHONPATH: with
+COUNT_BACKWARDS_DIR set, count its backward passes, one file per process (replays fan out);
+with COUNT_PARSES_FILE set, append a line per parse of a source (``ast``/``libcst``, the
+SHA-1 of the text) to that file, forked children included."""
 
 import os
 
@@ -23,3 +25,24 @@ if _folder:
             f.write(str(_count[0]))
 
     atexit.register(_write)
+
+
+_parses = os.environ.get("COUNT_PARSES_FILE")
+if _parses:
+    import ast
+    import hashlib
+
+    def _noting(kind, parse):
+        def counted(source, *args, **kwargs):
+            text = source.decode() if isinstance(source, bytes) else source
+            if isinstance(text, str):
+                with open(_parses, "a") as f:
+                    f.write(f"{kind} {hashlib.sha1(text.encode()).hexdigest()}\n")
+            return parse(source, *args, **kwargs)
+
+        return counted
+
+    ast.parse = _noting("ast", ast.parse)
+    import libcst
+
+    libcst.parse_module = _noting("libcst", libcst.parse_module)
