@@ -51,7 +51,9 @@ class LoopScalars:
                 k: v for k, v in names.items() if type(v) in _KINDS and not k.startswith("_flor")
             }
         else:
-            now = tuple(map(names.get, watched))
+            # Anything but a counter is None here, as a missing name is: a name bound to a
+            # batch or a tensor is not kept alive until the journal entry is written.
+            now = tuple([v if type(v) in _KINDS else None for v in map(names.get, watched)])
         # Not the loop's value itself, which may be a batch: only what of it is a counter.
         self._last = (iteration, scope, now, _loop_counter(value, iteration))
         self._rows.append(self._last)
@@ -106,11 +108,8 @@ def _watched_changes(
     watched: tuple[str, ...], before: tuple[Any, ...], now: tuple[Any, ...]
 ) -> dict[str, Any]:
     """What changed between two iterations of the same scope and loop offset."""
-    try:
-        if before == now and tuple(map(type, before)) == tuple(map(type, now)):
-            return {}  # the common case (1 == True: types too)
-    except Exception:  # a name bound to an array: compared below, by kind first
-        pass
+    if before == now and tuple(map(type, before)) == tuple(map(type, now)):
+        return {}  # the common case (1 == True: types too); only ints, bools and None here
     changed: dict[str, Any] = {}
     for k, a, b in zip(watched, before, now):
         if type(b) in _KINDS:
