@@ -17,7 +17,8 @@ import time
 
 import torch
 
-from flor.runtime.state import Snapshot, capture, capture_rng, stateful_in_scope
+from flor.runtime.state.capture import Snapshot, capture, capture_rng
+from flor.runtime.state.kinds import stateful_in_scope
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:

@@ -79,7 +79,7 @@ def main() -> int:
             expected = truth[truth.index("epoch 2 loss") :].split("\n", 1)[1]
         results.append((f"{kind} edit replays like a full run", replayed == expected))
     torch.zeros(1, device="cuda")
-    from flor.runtime.state import capture_rng
+    from flor.runtime.state.capture import capture_rng
 
     states = capture_rng().get("cuda", [])
     results.append(("a CUDA RNG state per device", len(states) == torch.cuda.device_count()))

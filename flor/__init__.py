@@ -6,9 +6,9 @@ calls and replay, restoring checkpoints instead of re-training.
 
 from __future__ import annotations
 
-from flor.replay.activate import activate_from_process as _activate
-from flor.runtime.api import SkipBlock, globals_of, it, log
-from flor.runtime.unbound import UNBOUND
+from flor.launch.start import activate_from_process as _activate
+from flor.runtime.loop.api import SkipBlock, globals_of, it, log
+from flor.runtime.state.unbound import UNBOUND
 
 __all__ = ["UNBOUND", "SkipBlock", "__version__", "dataframe", "globals_of", "it", "log"]
 __version__ = "0.1.0"

@@ -21,19 +21,19 @@ import click
 
 from flor import runs
 from flor.errors import DIVERGED, FlorError
+from flor.launch import process_end
+from flor.launch.project_files import ProjectFiles, module_script
 from flor.runs import layout, query
 from flor.runs.query import ranges
-from flor.runtime import process_end
-from flor.runtime.execfile import read_script
-from flor.runtime.options import (
+from flor.runtime.process.options import (
     DEFAULT_EPSILON,
     DEFAULT_STORAGE,
     Options,
     check_name,
     parse_storage,
+    read_script,
 )
-from flor.runtime.project_files import ProjectFiles, module_script
-from flor.runtime.reporter import Reporter
+from flor.runtime.process.reporter import Reporter
 from flor.sources import ENTRY, SourceFile
 from flor.store import Store, StoreSettings
 from flor.transform.report import ProjectInstrumented
@@ -200,8 +200,8 @@ def run(
 
     Everything after SCRIPT belongs to the script, unchanged. Replay runs it the same way.
     """
-    from flor.replay.launch import Rewritten, instrumented_project, record_here
-    from flor.runtime.startup import while_torch_imports
+    from flor.launch.record import Rewritten, instrumented_project, record_here
+    from flor.launch.startup import while_torch_imports
 
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
@@ -318,20 +318,20 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
     rank 0, or --rank R) when only its restored state is needed, or under
     `torchrun --nproc_per_node N flor replay` with every rank in step.
     """
-    from flor.replay import launch
+    from flor.launch import replay as replaying  # the command is `replay`
 
     store = edge.store()
     here = not (request["workers"] or show_plan)  # this process replays: it imports torch
     later = bool(request["workers"]) and not show_plan  # rewritten while the workers start
-    prepared = launch.prepare(
-        launch.ReplayRequest(**request), store, edge.reporter, os.environ, here, not later
+    prepared = replaying.prepare(
+        replaying.ReplayRequest(**request), store, edge.reporter, os.environ, here, not later
     )
     if show_plan:
-        click.echo("\n".join(launch.estimate(prepared)))
+        click.echo("\n".join(replaying.estimate(prepared)))
         return
     if not prepared.workers:
-        sys.exit(launch.replay_here(prepared, store, edge.reporter))
-    done = launch.replay_in_parallel(prepared, store, edge.settings, edge.reporter)
+        sys.exit(replaying.replay_here(prepared, store, edge.reporter))
+    done = replaying.replay_in_parallel(prepared, store, edge.settings, edge.reporter)
     click.echo(done.output, nl=False)
     for f in done.failures:
         tail = "\n".join(f.stderr.strip().splitlines()[-15:])
@@ -341,7 +341,7 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
             err=True,
         )
     for where in done.diverged:
-        edge.reporter.warn(launch.divergence(where))
+        edge.reporter.warn(replaying.divergence(where))
     sys.exit(1 if done.failures else DIVERGED if done.diverged else 0)
 
 

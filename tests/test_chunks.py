@@ -14,9 +14,10 @@ from conftest import Flor
 
 from flor.errors import CorruptCheckpoint
 from flor.runs.layout import KINDS, blob_key
-from flor.runtime.chunks import CHUNK_BYTES, Chunks
-from flor.runtime.codec import decode, encode
-from flor.runtime.state import Snapshot, capture, restore
+from flor.runtime.state.capture import Snapshot, capture
+from flor.runtime.state.chunks import CHUNK_BYTES, Chunks
+from flor.runtime.state.codec import decode, encode
+from flor.runtime.state.restore import restore
 from flor.store.local import LocalStore
 
 

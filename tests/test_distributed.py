@@ -18,7 +18,7 @@ from conftest import Flor
 from flor.errors import FlorError
 from flor.replay.world import replay_world
 from flor.runs.records import RunMeta
-from flor.runtime.job import Feed, Job
+from flor.runtime.process.job import Feed, Job
 from flor.transform.sharding import sharded_state
 
 SCRIPT = "ddp_train.py"
@@ -85,7 +85,7 @@ def test_only_what_every_rank_committed_counts_and_gc_sees_every_rank(tmp_path: 
     from flor import runs
     from flor.runs import layout, retention
     from flor.runs.records import CheckpointEntry, Commit
-    from flor.runtime.journal import RunJournal
+    from flor.runtime.journal.run_journal import RunJournal
     from flor.store.local import LocalStore
 
     store = LocalStore(str(tmp_path))

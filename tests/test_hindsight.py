@@ -7,8 +7,8 @@ import torch
 from flor.replay.triggers import needed_iterations
 from flor.runs.catalogue import RecordedRun
 from flor.runs.records import RunMeta
-from flor.runtime.conditions import Guards, Lookahead, lookup_in, no_lookup
-from flor.runtime.loop_scalars import LoopScalars, replayed
+from flor.runtime.journal.conditions import Guards, Lookahead, lookup_in, no_lookup
+from flor.runtime.journal.loop_scalars import LoopScalars, replayed
 from flor.transform.hindsight import analyze, analyze_project, periodic
 
 LOOP = """\

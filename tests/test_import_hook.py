@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flor.runtime import import_hook
-from flor.runtime.project_files import ProjectFiles
+from flor.launch import import_hook
+from flor.launch.project_files import ProjectFiles
 
 ORIGINAL = textwrap.dedent(
     """\
@@ -58,7 +58,7 @@ def test_other_modules_import_as_without_flor(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""\
         import importlib.util, inspect, sys
-        from flor.runtime import import_hook
+        from flor.launch import import_hook
         finder = import_hook.install({{{str(tmp_path / "mine.py")!r}: "x = 2\\n"}})
         import jmespath
         spec = importlib.util.find_spec("jmespath")

@@ -1,10 +1,13 @@
 """The architecture, checked: floors, no cycles, a pure transform, no hidden state.
 
-Floors, top first: ``cli`` · ``replay`` · ``runtime`` and ``transform`` (beside each
-other: the runtime gets what it needs of the transform from replay's launch) · ``runs`` ·
-``store`` · ``errors`` and ``sources``. A module imports only its own package, then the
-floors below; a lazy import inside a function counts like any other.
+Floors, top first: ``cli`` · ``launch`` · ``replay`` · ``runtime`` and ``transform``
+(beside each other: the runtime gets what it needs of the transform from ``launch``) ·
+``runs`` · ``store`` · ``errors`` and ``sources``. A module imports only its own package,
+then the floors below; a lazy import inside a function counts like any other.
 ``flor/__init__.py`` is the facade, above every floor.
+
+Inside a floor, each package says in its docstring what it may import (``Imports: ...``),
+and the graph must say exactly that: no package-level cycle, no stale or missing entry.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from conftest import ROOT
 
 FLOR = ROOT / "flor"
 FLOORS = {
-    "flor.cli": 5,
+    "flor.cli": 6,
+    "flor.launch": 5,
     "flor.replay": 4,
     "flor.runtime": 3,
     "flor.transform": 3,
@@ -26,7 +30,7 @@ FLOORS = {
     "flor.errors": 0,
     "flor.sources": 0,
 }
-ALLOWED_STATE = {("flor.runtime.context", "_session")}  # the one process session
+ALLOWED_STATE = {("flor.runtime.loop.context", "_session")}  # the one process session
 
 
 def module_name(path: Path) -> str:
@@ -141,6 +145,54 @@ def _is_parent(package_name: str, module: str) -> bool:
     return module.startswith(package_name + ".")
 
 
+def room(name: str) -> str:
+    """The package a module lives in (a package is its own room); ``flor.errors`` and
+    ``flor.sources`` are rooms of their own."""
+    if _is_package(name) or name.count(".") == 1:
+        return name
+    return name.rsplit(".", 1)[0]
+
+
+def room_graph() -> dict[str, set[str]]:
+    """Room -> the other rooms its modules import, lazy imports included."""
+    found = modules()
+    graph: dict[str, set[str]] = {}
+    for name, tree in found.items():
+        targets = {room(t) if t in found else t for t, _, _ in imports(name, tree, set(found))}
+        graph.setdefault(room(name), set()).update(targets - {room(name)})
+    return graph
+
+
+def declared_imports(package_name: str) -> set[str] | None:
+    """What a package's docstring says it may import (``Imports: a, b.``), or None."""
+    init = ROOT / Path(*package_name.split(".")) / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    if "Imports:" not in doc:
+        return None
+    text = " ".join(doc.split("Imports:", 1)[1].split("\n\n", 1)[0].split())
+    return {n.strip(" .") for n in text.split(",")} - {"nothing"}
+
+
+def test_each_package_imports_what_its_docstring_says() -> None:
+    graph = room_graph()
+    packages = sorted(r for r in graph if _is_package(r) and r != "flor")
+    undeclared = [p for p in packages if declared_imports(p) is None]
+    assert not undeclared, f"packages whose docstring has no 'Imports:' line: {undeclared}"
+    wrong = {
+        p: {"undeclared": sorted(graph[p] - said), "stale": sorted(said - graph[p])}
+        for p in packages
+        if (said := declared_imports(p) or set()) != graph[p]
+    }
+    assert not wrong, wrong
+
+
+def test_no_cycle_between_rooms() -> None:
+    graph = room_graph()
+    rooms = {r: {t for t in ts if t in graph and not _is_parent(r, t)} for r, ts in graph.items()}
+    cycle = _find_cycle(rooms)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
 def test_transform_is_pure() -> None:
     for name, tree in modules().items():
         if package(name) != "flor.transform":
@@ -202,10 +254,10 @@ def test_functions_stay_short() -> None:
     assert not long, f"functions over 60 lines: {long}"
 
 
-def test_the_readme_layout_lists_every_module() -> None:
-    """The README's layout block names each file of ``flor/``; a folder line stands for its
-    ``__init__.py``."""
-    text = (ROOT / "README.md").read_text()
+def test_the_documented_layout_lists_every_module() -> None:
+    """docs/architecture.md's layout block names each file of ``flor/``; a folder line stands
+    for its ``__init__.py``."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
     block = text.split("## Layout", 1)[1].split("```", 2)[1]
     listed, folder = set(), ""
     for line in block.splitlines():

@@ -130,7 +130,7 @@ def test_sparse_plan_runs_the_last_iteration_for_the_code_after_the_loop() -> No
 
 
 def test_threads_per_replay_process() -> None:
-    from flor.replay.launch import _threads
+    from flor.launch.replay import _threads
 
     assert _threads(None, 2, 16) is None  # the recorded count: bitwise parity
     assert _threads("auto", 2, 16) == 8 and _threads("auto", 4, 2) == 1

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from flor.runtime.policy import CheckpointPolicy, round_period
+from flor.runtime.checkpoints.policy import CheckpointPolicy, round_period
 
 
 def _simulate(epsilon: float, iteration: float, cost: float, n: int) -> list[int]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from flor.errors import FlorError
-from flor.replay.handover import hand_over, taken_over
-from flor.runtime import process_end
+from flor.launch import process_end
+from flor.launch.handover import hand_over, taken_over
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -35,8 +35,8 @@ def test_start_up_work_runs_in_a_child_while_torch_imports_and_says_what_it_said
         """
         import os, sys
         from flor.errors import FlorError
-        from flor.runtime.reporter import Reporter
-        from flor.runtime.startup import while_torch_imports
+        from flor.runtime.process.reporter import Reporter
+        from flor.launch.startup import while_torch_imports
 
         reporter, parent = Reporter(), os.getpid()
 
@@ -88,8 +88,8 @@ def test_a_mistake_or_a_bug_in_the_child_comes_back_to_the_parent(
         f"""
         import os, sys
         from flor.errors import FlorError
-        from flor.runtime.reporter import Reporter
-        from flor.runtime.startup import while_torch_imports
+        from flor.runtime.process.reporter import Reporter
+        from flor.launch.startup import while_torch_imports
 
         parent = os.getpid()
 
@@ -124,7 +124,7 @@ def test_the_process_ends_as_python_would_have_ended_it_only_sooner(tmp_path: Pa
     proc = _python(
         """
         import atexit, sys, threading, time
-        from flor.runtime import process_end
+        from flor.launch import process_end
 
         left_open = open("unclosed.txt", "w")  # written out only by its destructor
         left_open.write("every line\\n")

@@ -11,10 +11,10 @@ import torch
 from flor import runs
 from flor.replay.loader import CheckpointLoader
 from flor.runs.records import Commit, LoopEnd, RunMeta
-from flor.runtime.checkpointer import Checkpointer
-from flor.runtime.clock import IterationClock
-from flor.runtime.journal import RunJournal
-from flor.runtime.writer import BackgroundWriter
+from flor.runtime.checkpoints.checkpointer import Checkpointer
+from flor.runtime.checkpoints.clock import IterationClock
+from flor.runtime.checkpoints.writer import BackgroundWriter
+from flor.runtime.journal.run_journal import RunJournal
 from flor.store import LocalStore
 
 

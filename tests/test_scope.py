@@ -9,8 +9,11 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from flor.runtime.codec import decode, encode
-from flor.runtime.scope import (
+from flor.runtime.state.capture import Snapshot, capture
+from flor.runtime.state.codec import decode, encode
+from flor.runtime.state.kinds import stateful_in_scope
+from flor.runtime.state.restore import restore
+from flor.runtime.state.scope import (
     CHECKPOINT_VALUE_BYTES,
     VALUE_BYTES,
     bind,
@@ -18,7 +21,6 @@ from flor.runtime.scope import (
     same,
     unbound,
 )
-from flor.runtime.state import Snapshot, capture, restore, stateful_in_scope
 
 
 def _roundtrip(obj: object) -> dict:
@@ -73,7 +75,7 @@ def test_bind_rebinds_function_locals_and_module_globals() -> None:
     assert loop() == (7, 2.5)
     namespace: dict = {"__builtins__": __builtins__}
     exec(
-        "import sys\nfrom flor.runtime.scope import bind\nbind(sys._getframe(), {'x': 1})",
+        "import sys\nfrom flor.runtime.state.scope import bind\nbind(sys._getframe(), {'x': 1})",
         namespace,
     )
     assert namespace["x"] == 1

@@ -11,17 +11,11 @@ import pytest
 import torch
 
 from flor.errors import CorruptCheckpoint
-from flor.runtime.codec import MANIFEST, decode, encode
-from flor.runtime.state import (
-    UNBOUND,
-    Snapshot,
-    Unrestorable,
-    capture,
-    capture_rng,
-    restore,
-    restore_rng,
-    stateful_in_scope,
-)
+from flor.runtime.state.capture import Snapshot, Unrestorable, capture, capture_rng
+from flor.runtime.state.codec import MANIFEST, decode, encode
+from flor.runtime.state.kinds import stateful_in_scope
+from flor.runtime.state.restore import restore, restore_rng
+from flor.runtime.state.unbound import UNBOUND
 
 
 class Box:
@@ -213,7 +207,7 @@ def test_corrupt_bytes_are_detected_before_loading() -> None:
 def test_a_dataloader_iterator_is_restored_to_its_position_without_loading_data() -> None:
     from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
-    from flor.runtime import loader_position
+    from flor.runtime.state import loader_position
 
     loader_position.install()
     ds = TensorDataset(torch.arange(100.0).view(-1, 1))
@@ -240,7 +234,7 @@ def test_a_dataloader_iterator_is_restored_to_its_position_without_loading_data(
 def test_a_dataloader_iterator_with_workers_says_why_it_cannot_be_saved_and_where() -> None:
     from torch.utils.data import DataLoader, TensorDataset
 
-    from flor.runtime import loader_position
+    from flor.runtime.state import loader_position
 
     loader_position.install()
     it = iter(DataLoader(TensorDataset(torch.zeros(8, 1)), batch_size=2, num_workers=1))
@@ -256,7 +250,7 @@ def test_a_stateful_dataloader_iterator_resumes_from_its_own_state_in_place(work
     from torch.utils.data import TensorDataset
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from flor.runtime import loader_position
+    from flor.runtime.state import loader_position
 
     loader_position.install()
     ds = TensorDataset(torch.arange(40.0).view(-1, 1))

@@ -8,7 +8,7 @@ from typing import Any
 
 from flor.errors import CorruptCheckpoint
 from flor.runs.records import CheckpointEntry
-from flor.runtime.codec import decode
+from flor.runtime.state.codec import decode
 from flor.store import Store
 
 

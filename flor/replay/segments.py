@@ -5,7 +5,7 @@ in parallel: each task takes its segment from the environment, and all of them
 write into one replay id, so their outputs sit side by side in the store.
 torchrun's ``RANK``/``WORLD_SIZE`` mean segments only when the user says so
 (``--segment-from-env``): under torchrun they usually mean a distributed job,
-whose ranks replay in step (``flor.runtime.job``).
+whose ranks replay in step (``flor.runtime.process.job``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from flor.errors import FlorError
-from flor.runtime.job import env_int
+from flor.runtime.process.job import env_int
 
 
 @dataclass(frozen=True)

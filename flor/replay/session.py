@@ -36,16 +36,16 @@ from flor.replay.verify import first_difference, recorded_nodes, state_nodes, to
 from flor.replay.world import needs_world, replay_world
 from flor.runs import layout
 from flor.runs.records import CheckpointEntry, SegmentResult
-from flor.runtime.conditions import Lookup, lookup_in, no_lookup
-from flor.runtime.execfile import read_script
-from flor.runtime.job import Job
-from flor.runtime.options import Options
-from flor.runtime.reporter import Reporter
-from flor.runtime.scope import bind, same, unbound
-from flor.runtime.session import Frame, Session, as_iterator, numeric_environment, visible_names
-from flor.runtime.state import CannotRestore, restore, restore_rng, stateful_in_scope
-from flor.runtime.stdout_capture import TaggedStream
-from flor.runtime.unbound import UNBOUND
+from flor.runtime.journal.conditions import Lookup, lookup_in, no_lookup
+from flor.runtime.journal.stdout_capture import TaggedStream
+from flor.runtime.loop.session import Session, as_iterator, numeric_environment
+from flor.runtime.process.job import Job
+from flor.runtime.process.options import Options, read_script
+from flor.runtime.process.reporter import Reporter
+from flor.runtime.state.kinds import stateful_in_scope
+from flor.runtime.state.restore import CannotRestore, restore, restore_rng
+from flor.runtime.state.scope import Frame, bind, same, unbound, visible_names
+from flor.runtime.state.unbound import UNBOUND
 from flor.sources import project_sources
 from flor.store import Store
 from flor.transform import BlockChanges, EndCall, compare

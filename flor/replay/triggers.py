@@ -2,7 +2,7 @@
 
 ``flor.transform.hindsight`` says under which ``if`` tests the edited
 statements of the main loop sit; this evaluates those tests for each recorded
-iteration (``flor.runtime.conditions``), from the loop's recorded counters
+iteration (``flor.runtime.journal.conditions``), from the loop's recorded counters
 and, for names the loop never assigns, from the replaying process itself
 (which ran the same code up to the loop). Where a value is not known the
 iteration counts as needed: unsure means run it.
@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flor.runs import RecordedRun
-from flor.runtime.conditions import Guards, Lookup
-from flor.runtime.loop_scalars import replayed
+from flor.runtime.journal.conditions import Guards, Lookup
+from flor.runtime.journal.loop_scalars import replayed
 from flor.transform.hindsight import Hindsight
 
 

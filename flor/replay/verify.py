@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from flor.runtime.state import Snapshot, capture
+from flor.runtime.state.capture import Snapshot, capture
 
 
 def tensors(node: Any) -> Iterator[torch.Tensor]:

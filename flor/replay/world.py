@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from flor.errors import FlorError
 from flor.runs.records import RunMeta
-from flor.runtime.job import Job
+from flor.runtime.process.job import Job
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 ``layout`` spells every key; ``catalogue`` lists and loads runs; ``query``,
 ``dataframe`` and ``plot`` are read-only views; ``retention`` (``flor gc``) and
 ``transfer`` (``flor push``/``pull``) act on whole runs.
+
+Imports: flor.errors, flor.sources, flor.store.
 """
 
 from flor.runs.catalogue import (

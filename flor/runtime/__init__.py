@@ -1,5 +1,16 @@
-"""What instrumented code calls: run context, flor.it, SkipBlock, state, checkpoints.
+"""What instrumented code calls, in five rooms, each importing only the ones below it:
 
-Modules that need torch (recorder, state, codec) are imported only
-once a run is active, so ``import flor`` stays cheap.
+- ``loop``: the loop protocol (``flor.it``, ``SkipBlock``, ``flor.log``), the process's
+  session, and the recorder that decides when to checkpoint;
+- ``checkpoints``: taking a checkpoint and writing it in the background, within a time
+  budget (policy, clock) and a storage budget (thinning);
+- ``journal``: what a run writes about itself besides checkpoint data (commits, stdout by
+  iteration, the loop's counters) and what a sparse replay reads back from it;
+- ``state``: what a checkpoint holds (captured in memory, restored in place, as bytes);
+- ``process``: what this process was asked (options), its voice (reporter), its rank.
+
+Modules that need torch are imported only once a run is active, so ``import flor`` stays
+cheap: no package here imports its modules in ``__init__``.
+
+Imports: nothing.
 """

@@ -6,6 +6,8 @@ is S3 behind a local write-back cache. ``StoreSettings.from_env`` is the one
 reader of the store's variables (``FLOR_HOME``, ``FLOR_STORE``, ``FLOR_CACHE``,
 ``FLOR_UPLOAD_TIMEOUT``); the edges (the ``flor`` command, ``import flor``)
 call it and pass the settings down.
+
+Imports: flor.errors.
 """
 
 from __future__ import annotations

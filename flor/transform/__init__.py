@@ -4,6 +4,8 @@
   project files its main loop lives in, for flor (libcst, imported on use);
 - ``compare``/``fingerprints``: which SkipBlocks an edit touched (probed inference);
 - ``hindsight``: where an edit's statements run, for a sparse replay.
+
+Imports: flor.errors, flor.sources.
 """
 
 from __future__ import annotations

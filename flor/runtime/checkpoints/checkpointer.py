@@ -19,12 +19,12 @@ from typing import Any
 
 from flor.runs import layout
 from flor.runs.records import CheckpointEntry
-from flor.runtime.chunks import Chunks
-from flor.runtime.codec import encode
-from flor.runtime.scope import cheap_values
-from flor.runtime.session import Frame, visible_names
-from flor.runtime.state import Snapshot, Unrestorable, capture, capture_rng, stateful_in_scope
-from flor.runtime.writer import BackgroundWriter
+from flor.runtime.checkpoints.writer import BackgroundWriter
+from flor.runtime.state.capture import Snapshot, Unrestorable, capture, capture_rng
+from flor.runtime.state.chunks import Chunks
+from flor.runtime.state.codec import encode
+from flor.runtime.state.kinds import stateful_in_scope
+from flor.runtime.state.scope import Frame, cheap_values, visible_names
 from flor.store import Store
 
 

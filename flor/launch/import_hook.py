@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from types import CodeType, MappingProxyType
 from typing import Any
 
-from flor.runtime.execfile import line_map
+from flor.launch.execfile import line_map
 
 
 def compile_mapped(source: str, original: str, path: str) -> CodeType:

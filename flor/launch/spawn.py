@@ -8,7 +8,7 @@ hosts for its ranks) and makes ``mp.spawn`` start flor's ``Worker`` instead.
 In each process the worker runs the rewritten script as ``__mp_main__`` under a
 session of rank ``i`` (a recorder, or a replayer in step with the other ranks),
 then calls ``main_worker(i, *args)``. Recording and replay then work exactly as
-under torchrun (``flor.runtime.job``).
+under torchrun (``flor.runtime.process.job``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from flor.runtime.execfile import user_traceback
-from flor.runtime.job import WAIT, Job
-from flor.runtime.options import Options
-from flor.runtime.reporter import Reporter
-from flor.runtime.session import Frame, Session, as_iterator
+from flor.launch.execfile import user_traceback
+from flor.runtime.loop.session import Session, as_iterator
+from flor.runtime.process.job import WAIT, Job
+from flor.runtime.process.options import Options
+from flor.runtime.process.reporter import Reporter
+from flor.runtime.state.scope import Frame
 from flor.store import Store, shared_url
 
 
@@ -103,7 +104,7 @@ class Worker:
 
     def __call__(self, index: int) -> None:
         from flor import runs
-        from flor.replay.activate import start
+        from flor.launch.start import start
         from flor.store import StoreSettings
 
         reporter = Reporter()
@@ -132,8 +133,8 @@ class Worker:
 def _load_script(options: Options, argv: tuple[str, ...]) -> types.ModuleType:
     """The rewritten script, run as ``__mp_main__`` (its ``__main__`` block does not run),
     with the project's files rewritten as they are imported."""
-    from flor.replay.launch import project_hook
-    from flor.runtime import import_hook
+    from flor.launch import import_hook
+    from flor.launch.record import project_hook
 
     script = options.script or ""
     module = types.ModuleType("__mp_main__")

@@ -8,23 +8,15 @@ block that runs twice per iteration is two blocks.
 from __future__ import annotations
 
 import sys
-import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from flor.errors import FlorError
-from flor.runtime.jsonable import to_jsonable
-from flor.runtime.options import Options
-from flor.runtime.reporter import Reporter
+from flor.runtime.journal.jsonable import to_jsonable
+from flor.runtime.process.options import Options
+from flor.runtime.process.reporter import Reporter
+from flor.runtime.state.scope import Frame
 from flor.store import Store
-
-Frame = types.FrameType  # where SkipBlock.step_into / end was called
-
-
-def visible_names(frame: Frame) -> dict[str, Any]:
-    """The names ``frame`` sees: module globals too, for state a function's loop uses
-    without binding it."""
-    return {**frame.f_globals, **frame.f_locals}
 
 
 def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[Any], bool]:
@@ -44,7 +36,7 @@ def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[
 
 class Session:
     def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
-        from flor.runtime import loader_position
+        from flor.runtime.state import loader_position
 
         loader_position.install()  # before the script creates its DataLoader iterators
         self.options = options

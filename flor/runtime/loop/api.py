@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from flor.runtime import context
+from flor.runtime.loop import context
 
 T = TypeVar("T")
 
@@ -22,7 +22,7 @@ def it(iterable: Iterable[T] | Callable[[], bool]) -> Iterator[T]:
     session = context.current()
     if session is None:
         if callable(iterable) and not hasattr(iterable, "__iter__"):
-            from flor.runtime.session import as_iterator
+            from flor.runtime.loop.session import as_iterator
 
             return as_iterator(iterable)[0]
         return iter(iterable)

@@ -31,20 +31,21 @@ from typing import Any
 
 from flor.runs import layout, retention
 from flor.runs.records import Commit, LoopEnd, RunMeta
-from flor.runtime.checkpointer import Checkpointer, Written
-from flor.runtime.clock import IterationClock, rounded
-from flor.runtime.conditions import Lookahead, lookup_frame
-from flor.runtime.job import Feed, Job
-from flor.runtime.journal import RunJournal
-from flor.runtime.loop_scalars import LoopScalars
-from flor.runtime.options import Options
-from flor.runtime.policy import CheckpointPolicy, Decision
-from flor.runtime.reporter import Reporter
-from flor.runtime.session import Frame, Session, as_iterator, numeric_environment
-from flor.runtime.state import Unrestorable
-from flor.runtime.stdout_capture import TaggedStream
-from flor.runtime.thinning import Dropped, Piece, Thinning
-from flor.runtime.writer import BackgroundWriter
+from flor.runtime.checkpoints.checkpointer import Checkpointer, Written
+from flor.runtime.checkpoints.clock import IterationClock, rounded
+from flor.runtime.checkpoints.policy import CheckpointPolicy, Decision
+from flor.runtime.checkpoints.thinning import Dropped, Piece, Thinning
+from flor.runtime.checkpoints.writer import BackgroundWriter
+from flor.runtime.journal.conditions import Lookahead, lookup_frame
+from flor.runtime.journal.loop_scalars import LoopScalars
+from flor.runtime.journal.run_journal import RunJournal
+from flor.runtime.journal.stdout_capture import TaggedStream
+from flor.runtime.loop.session import Session, as_iterator, numeric_environment
+from flor.runtime.process.job import Feed, Job
+from flor.runtime.process.options import Options
+from flor.runtime.process.reporter import Reporter
+from flor.runtime.state.capture import Unrestorable
+from flor.runtime.state.scope import Frame
 from flor.store import Store
 
 DECISIONS_KEPT = 1000  # iterations' checkpoint decisions a job's store holds at once
@@ -174,7 +175,11 @@ class Recorder(Session):
         self.clock.end_iteration(g, start)
         if self._checkpointing and self._blocks:
             self._submit_commit(g, self._blocks, self._checkpointing == Decision.PREFERRED)
-        elif g - self._journaled >= JOURNAL_EVERY and self._committed.done():
+        elif g - self._journaled >= JOURNAL_EVERY and (
+            self.job is not None or self._committed.done()
+        ):
+            # Ranks of a job journal at the same iterations: replay keeps only commits that
+            # every rank has. Alone, a journal entry waits for the writer to catch up.
             self._submit_commit(g, {}, False)
         self.end_iteration()
         self.policy.bookkeeping += time.perf_counter() - start

@@ -22,12 +22,21 @@ from typing import Any
 
 import torch
 
-from flor.runtime.unbound import UNBOUND
+from flor.runtime.state.unbound import UNBOUND
 
 VALUE_BYTES = 1 << 20  # one value: the last batch of a small model fits
 CHECKPOINT_VALUE_BYTES = 8 << 20  # all values of one checkpoint
 _MAX_ITEMS = 10_000  # a longer list is history, not a value worth copying every checkpoint
 _SCALARS = (type(None), bool, int, float, complex)
+
+
+Frame = types.FrameType  # where SkipBlock.step_into / end was called
+
+
+def visible_names(frame: Frame) -> dict[str, Any]:
+    """The names ``frame`` sees: module globals too, for state a function's loop uses
+    without binding it."""
+    return {**frame.f_globals, **frame.f_locals}
 
 
 def cheap_values(names: dict[str, Any]) -> dict[str, Any]:

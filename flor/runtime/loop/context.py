@@ -1,7 +1,7 @@
 """The one session of a process: the only module-level state flor keeps.
 
 ``flor.it``, ``SkipBlock`` and ``flor.log`` ask ``current()``; without a session
-every call is a no-op. The session is built above (``flor.replay.activate``)
+every call is a no-op. The session is built above (``flor.launch.start``)
 and installed here, so the runtime never reaches up for it.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from flor.errors import FlorError
 
 if TYPE_CHECKING:
-    from flor.runtime.session import Session
+    from flor.runtime.loop.session import Session
 
 _session: Session | None = None
 

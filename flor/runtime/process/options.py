@@ -118,3 +118,12 @@ def parse_storage(text: str | None) -> StorageBudget:
     base = 1024 if m.group(3) else 1000
     nbytes = int(value * base ** _UNITS[m.group(2).lower()])
     return StorageBudget(max(nbytes, 1), per_hour=bool(m.group(4)), text=text)
+
+
+def read_script(path: str) -> str:
+    """The script's text; a one-line FlorError if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise FlorError("no-script", f"cannot read {path}: {e.strerror}") from None

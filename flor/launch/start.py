@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
-from flor.runtime import context
-from flor.runtime.options import (
+from flor.runtime.loop import context
+from flor.runtime.process.options import (
     Options,
     check_name,
     parse_epsilon,
@@ -30,10 +30,10 @@ from flor.runtime.options import (
 )
 
 if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
-    from flor.runtime.conditions import Lookahead
-    from flor.runtime.job import Job
-    from flor.runtime.reporter import Reporter
-    from flor.runtime.session import Session
+    from flor.runtime.journal.conditions import Lookahead
+    from flor.runtime.loop.session import Session
+    from flor.runtime.process.job import Job
+    from flor.runtime.process.reporter import Reporter
     from flor.store import Store
 
 
@@ -43,11 +43,11 @@ def start(options: Options, store: Store, reporter: Reporter, job: Job | None = 
     torchrun's, if any, from the environment)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
     if options.spawned and job is None:
-        from flor.replay.spawn import SpawnParent
+        from flor.launch.spawn import SpawnParent
 
         return context.install(SpawnParent(options, store, reporter))
     if options.mode == "record":
-        from flor.runtime.recorder import Recorder
+        from flor.runtime.loop.recorder import Recorder
 
         lookahead, watched = _recording_hints(options)
         return context.install(Recorder(options, store, reporter, lookahead, watched, job))
@@ -60,7 +60,7 @@ def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str]
     """The recorded loop's own periodic tests, and its counters: the only values of the
     loop a replay's conditions read from the record (``flor.transform.hindsight.periodic``);
     None where the script does not tell."""
-    from flor.runtime.conditions import Guards, Lookahead
+    from flor.runtime.journal.conditions import Guards, Lookahead
     from flor.sources import project_sources
     from flor.transform.hindsight import loop_file, periodic
 
@@ -166,7 +166,7 @@ def activate_from_process() -> None:
     """
     if multiprocessing.parent_process() is not None or context.current() is not None:
         return
-    from flor.runtime.reporter import Reporter
+    from flor.runtime.process.reporter import Reporter
 
     reporter = Reporter()
     try:

@@ -16,16 +16,7 @@ import traceback
 import types
 
 from flor.errors import FlorError
-from flor.runtime.reporter import Reporter
-
-
-def read_script(path: str) -> str:
-    """The script's text; a one-line FlorError if it cannot be read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise FlorError("no-script", f"cannot read {path}: {e.strerror}") from None
+from flor.runtime.process.reporter import Reporter
 
 
 def line_map(original: str, rewritten: str) -> dict[int, int]:
@@ -87,7 +78,7 @@ def run_as_main(
         return e.exit_code
     except BaseException as e:
         reporter.write(user_traceback(e, path, source, original))
-        from flor.runtime.context import report_where
+        from flor.runtime.loop.context import report_where
 
         report_where()
         return 1

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TypeVar, cast
 
 from flor.errors import FlorError
-from flor.runtime.reporter import Reporter
+from flor.runtime.process.reporter import Reporter
 
 T = TypeVar("T")
 

@@ -29,7 +29,7 @@ import torch
 
 from flor.errors import CorruptCheckpoint
 from flor.runs.layout import blob_key
-from flor.runtime.chunks import Chunks
+from flor.runtime.state.chunks import Chunks
 from flor.store import Store
 
 BLOB_MIN_BYTES = 64 * 1024

@@ -1,0 +1,162 @@
+"""What kind of value a block's state holds, which decides how it is captured and restored.
+
+Objects with ``state_dict``/``load_state_dict`` (modules, optimizers, schedulers,
+GradScaler, EMA); loaders and samplers (only their position); trainable leaves and
+private generators; plain objects (``self``); plain numpy arrays; read-only inputs and
+sinks (datasets, files, modules, functions, loggers, progress bars), never touched. Also
+what a state_dict leaves out but a full run has (train/eval flags, an optimizer's step flag).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+import types
+from typing import Any
+
+import torch
+
+_PRIMITIVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
+
+
+def primitive(x: Any) -> bool:
+    """Saved as itself: exactly one of ``_PRIMITIVES``. A subclass (``numpy.float64`` is a
+    float) is pickled instead: weights-only loading refuses any other class."""
+    return type(x) in _PRIMITIVES
+
+
+_SINK_NAMES = ("SummaryWriter", "tqdm", "Writer", "Run")  # by class name: optional packages
+
+
+def is_passive(obj: Any) -> bool:
+    """Read-only inputs and sinks: not state, never saved or touched."""
+    if isinstance(
+        obj,
+        (
+            types.ModuleType,
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            types.MethodType,
+            type,
+            io.IOBase,
+            logging.Logger,
+            torch.utils.data.Dataset,
+        ),
+    ):
+        return True
+    return type(obj).__name__ in _SINK_NAMES
+
+
+def positioned(obj: Any) -> bool:
+    """A loader or sampler: its configuration and data are inputs, but iterating it may
+    advance its counters and generators (accelerate's ``DataLoaderShard.iteration`` picks
+    the next epoch's shuffle), which a full run has moved on and a replay must too."""
+    return isinstance(obj, (torch.utils.data.DataLoader, torch.utils.data.Sampler))
+
+
+def stateful(obj: Any) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(
+        getattr(obj, "load_state_dict", None)
+    )
+
+
+def plain_object(obj: Any) -> bool:
+    """An instance whose state is exactly its ``__dict__`` (no custom pickling)."""
+    t = type(obj)
+    return (
+        hasattr(obj, "__dict__")
+        and not isinstance(obj, (set, frozenset, dict))
+        and t.__reduce_ex__ is object.__reduce_ex__  # type: ignore[comparison-overlap]
+        and t.__reduce__ is object.__reduce__  # type: ignore[comparison-overlap]
+        and getattr(t, "__getstate__", object.__getstate__) is object.__getstate__
+    )
+
+
+def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
+    """Objects with a state_dict (and trainable tensors) bound in a scope, and on the
+    plain objects there (``self``).
+
+    ``SkipBlock.end`` checkpoints these besides what it is given: a scheduler
+    stepped after the block, or an EMA the annotation forgot, is then still
+    restored. Restoring more is always safe: it is the full run's value at that point.
+    """
+    found = {}
+    for name, value in names.items():
+        if name.startswith("__"):
+            continue
+        if _scoped_state(value):
+            found[name] = value
+        elif plain_object(value) and not is_passive(value):
+            for attr, inner in vars(value).items():
+                if _scoped_state(inner):
+                    found[f"{name}.{attr}"] = inner
+    return found
+
+
+def _scoped_state(value: Any) -> bool:
+    has_state = stateful(value) and not is_passive(value)
+    return has_state or positioned(value) or _trainable(value) or _generator(value)
+
+
+def _generator(value: Any) -> bool:
+    """A private torch generator (``torch.Generator()``): state, even where no block names it."""
+    return isinstance(value, torch.Generator)
+
+
+def _trainable(value: Any) -> bool:
+    """A leaf tensor an optimizer updates in place (``nn.Parameter``, ``requires_grad=True``)."""
+    return isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad
+
+
+def numeric_array(obj: Any) -> bool:
+    """A plain numpy array of numbers (a replay buffer's, a dataset's): saved as its bytes,
+    so that a checkpoint stores only the chunks that changed (a subclass, a record or an
+    object array is pickled)."""
+    np = sys.modules.get("numpy")
+    return (
+        np is not None
+        and type(obj) is np.ndarray
+        and obj.dtype.kind in "biufc"
+        and obj.dtype.fields is None
+    )
+
+
+MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
+
+def is_ddp(module: torch.nn.Module) -> bool:
+    """A DDP wrapper's own attributes are its reducer, logger and process group: built by
+    its constructor, in this process, never restored (its wrapped module's are)."""
+    return isinstance(module, torch.nn.parallel.DistributedDataParallel)
+
+
+def flags(obj: Any) -> dict[str, Any]:
+    """What a state_dict leaves out but a full run would have after the block:
+    train/eval mode of every submodule, and whether an optimizer has stepped
+    (without it, torch warns that the scheduler stepped first)."""
+    if isinstance(obj, torch.nn.Module):
+        return {"training": [m.training for m in obj.modules()]}
+    stepped = _innermost(obj)
+    if hasattr(stepped, "_opt_called"):
+        return {"_opt_called": bool(stepped._opt_called)}
+    return {}
+
+
+def set_flags(obj: Any, flags: dict[str, Any]) -> None:
+    if "training" in flags and isinstance(obj, torch.nn.Module):
+        for module, training in zip(obj.modules(), flags["training"]):
+            module.training = training
+    if "_opt_called" in flags:
+        _innermost(obj)._opt_called = flags["_opt_called"]
+
+
+def _innermost(obj: Any) -> Any:
+    """The optimizer a wrapper steps (accelerate's ``AcceleratedOptimizer.optimizer``): the
+    one a scheduler built before ``prepare`` watches."""
+    while isinstance(obj, torch.optim.Optimizer):
+        inner = getattr(obj, "optimizer", None)
+        if not isinstance(inner, torch.optim.Optimizer):
+            break
+        obj = inner
+    return obj
