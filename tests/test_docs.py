@@ -126,7 +126,8 @@ def test_every_documented_command_runs_here_or_in_a_named_test() -> None:
                     missing.append(f"{page.name}: {command} (a synopsis: say what runs it)")
                 continue
             if where == ".ci/run":
-                assert command in (ROOT / ".ci" / "run").read_text() + "make test"
+                if command not in (ROOT / ".ci" / "run").read_text():
+                    missing.append(f"{page.name}: {command}, which .ci/run does not run")
                 continue
             path, test = where.split("::")
             if f"def {test}(" not in (ROOT / path).read_text():
