@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
 import resource
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Flor
+
+from flor.runtime.state.codec import decode, encode
+from flor.store import LocalStore
 
 pytestmark = pytest.mark.slow
 
@@ -119,15 +128,111 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None
         assert w in lines[0]
 
 
-def test_corrupt_checkpoint_inside_segment_is_reexecuted(dense: Flor) -> None:
+@pytest.mark.parametrize(
+    "damage",
+    [lambda b: b[:-10] + b"0123456789", lambda b: b[: len(b) // 2]],
+    ids=["bytes-changed", "truncated"],
+)
+def test_corrupt_checkpoint_inside_segment_is_reexecuted(
+    dense: Flor, damage: Callable[[bytes], bytes]
+) -> None:
     f = dense
     ckpt = sorted(f.latest_run("exp").glob("ckpt/00000005.*"))[0]
-    ckpt.write_bytes(ckpt.read_bytes()[:-10] + b"0123456789")
+    ckpt.write_bytes(damage(ckpt.read_bytes()))
     edited = f.copy("slow_steps.py", "outside")
     truth = f.truth(edited, "8")
     replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
     assert replayed.stdout == truth
-    assert "checksum mismatch" in replayed.stderr and "re-executing" in replayed.stderr
+    (warning,) = [line for line in replayed.stderr.splitlines() if "unusable" in line]
+    assert f"{f.latest_run('exp').name}/ckpt/00000005" in warning  # the run and the file
+    assert "checksum mismatch" in warning and "re-executing" in warning
+
+
+def _forge(f: Flor, iteration: int, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite iteration ``iteration``'s checkpoint as ``edit`` changes its tree, and its
+    journal entry's checksum to match: a forgery by someone who can write the store."""
+    run = f.latest_run("exp")
+    store = LocalStore(f.home)
+    entry_path = run / "journal" / f"{iteration:08d}.json"
+    commit = json.loads(entry_path.read_text())
+    entry = commit["blocks"]["work/0"]
+    tree = decode(store.get(entry["key"]), entry["sha256"], entry["key"], store)
+    edit(tree)
+    forged = encode(tree)
+    store.put(entry["key"], forged.data)
+    entry["sha256"], entry["bytes"] = forged.sha256, len(forged.data)
+    entry_path.write_text(json.dumps(commit))
+
+
+class _RunsCode:
+    """What a crafted pickle looks like: unpickling it runs a shell command."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_crafted_to_run_code_is_refused_and_reexecuted(dense: Flor) -> None:
+    f = dense
+    marker = f.work / "pwned"
+    crafted = {"k": "pickle", "v": pickle.dumps(_RunsCode(marker))}
+    _forge(f, 5, lambda tree: tree["objs"].__setitem__(1, crafted))  # the optimizer's place
+    edited = f.copy("slow_steps.py", "outside")
+    replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
+    assert not marker.exists(), "the crafted pickle ran"
+    assert replayed.stdout == f.truth(edited, "8")
+    (warning,) = [line for line in replayed.stderr.splitlines() if "unusable" in line]
+    assert "ckpt/00000005" in warning and "posix.system" in warning and "re-executing" in warning
+
+
+def test_a_journal_entry_pointing_at_another_checkpoint_is_refused(dense: Flor) -> None:
+    f = dense
+    run = f.latest_run("exp")
+    entries = [run / "journal" / f"{i:08d}.json" for i in (3, 5)]
+    third, fifth = (json.loads(p.read_text()) for p in entries)
+    fifth["blocks"]["work/0"] = third["blocks"]["work/0"]  # iteration 3's state, unchanged
+    entries[1].write_text(json.dumps(fifth))
+    edited = f.copy("slow_steps.py", "outside")
+    replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
+    assert replayed.stdout == f.truth(edited, "8")
+    (warning,) = [line for line in replayed.stderr.splitlines() if "unusable" in line]
+    assert "00000003" in warning and "points at" in warning and "re-executing" in warning
+
+
+def test_a_manifest_pointing_at_other_chunks_fails_its_checksum(flor_env: Flor) -> None:
+    f = flor_env
+    script = f.copy("slow_steps.py")
+    f.python(script, "--flor", "exp", "4", FLOR_EPSILON="1e9", WIDTH="300")
+    run = f.latest_run("exp")
+    store = LocalStore(f.home)
+    manifests = []
+    for i in (0, 2):
+        entry = json.loads((run / "journal" / f"{i:08d}.json").read_text())["blocks"]["work/0"]
+        manifests.append((entry, decode(store.get(entry["key"]), entry["sha256"], "", store)))
+    assert manifests[0][0]["blobs"], "the weights are chunked"
+    (first, _), (second, tree) = manifests
+    tree["objs"][0] = manifests[0][1]["objs"][0]  # iteration 0's weights, by their chunks
+    store.put(second["key"], encode(tree, store).data)  # its journal entry is left as it was
+    edited = f.copy("slow_steps.py", "outside")
+    replayed = f.python(edited, "--flor", "exp", "--replay_flor", "4", WIDTH="300")
+    assert replayed.stdout == f.truth(edited, "4", WIDTH="300")
+    assert "ckpt/00000002" in replayed.stderr and "checksum mismatch" in replayed.stderr
+
+
+def test_a_truncated_journal_entry_is_said_and_its_iteration_reexecuted(dense: Flor) -> None:
+    f = dense
+    entry = f.latest_run("exp") / "journal" / "00000004.json"
+    entry.write_text(entry.read_text()[:40])
+    before = {p: p.read_bytes() for p in f.home.rglob("*") if p.is_file()}
+    for kind in ("none", "outside"):  # its recorded output is gone too: iteration 4 re-runs
+        edited = f.copy("slow_steps.py", kind)
+        replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
+        assert replayed.stdout == f.truth(edited, "8")
+        (warning,) = [line for line in replayed.stderr.splitlines() if "unreadable" in line]
+        assert "journal/00000004.json" in warning and "re-execute" in warning
+    assert all(p.read_bytes() == data for p, data in before.items()), "the record changed"
 
 
 def test_missing_checkpoint_at_segment_start_is_one_line_error(dense: Flor) -> None:

@@ -268,3 +268,46 @@ def test_a_stateful_dataloader_iterator_resumes_from_its_own_state_in_place(work
     assert torch.equal(torch.get_rng_state(), before)  # restoring draws nothing
     assert loader._iterator is fresh
     assert [next(fresh)[0].flatten().tolist() for _ in range(2)] == expected
+
+
+class _Gadget:
+    """Unpickles as ``fn(*args)``: how a crafted pickle runs code."""
+
+    def __init__(self, fn: object, *args: object) -> None:
+        self.fn, self.args = fn, args
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (self.fn, self.args)
+
+
+def test_pickled_values_of_training_state_load_and_code_does_not() -> None:
+    import collections
+    import datetime
+    import fractions
+    import os
+    import pickle
+    import re
+    import subprocess
+
+    from flor.runtime.state import unpickle
+
+    state = [
+        np.arange(3), np.float32(1.5), np.random.default_rng(3), np.random.RandomState(3),
+        torch.ones(3), torch.nn.Parameter(torch.ones(2)), torch.float16, torch.device("cpu"),
+        collections.deque([1, 2], maxlen=5), collections.Counter("abca"), OrderedDict(a=1),
+        collections.defaultdict(list, a=[1]), datetime.datetime(2026, 1, 2), {1, 2},
+        fractions.Fraction(1, 3), re.compile("a+"), random.Random(4), slice(1, 5), range(3),
+    ]  # fmt: skip
+    loaded = unpickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), "k")
+    assert [type(x) for x in loaded] == [type(x) for x in state]
+    assert loaded[2].random() == state[2].random() and loaded[4].equal(state[4])
+    gadgets = [
+        (os.system, "true"), (subprocess.Popen, ["true"]), (eval, "1"), (getattr, random.Random(1), "seed"),
+        (exec, "x = 1"), (os.remove, "/nonexistent"), (pickle.loads, b"."),
+    ]  # fmt: skip
+    for fn, *args in gadgets:
+        with pytest.raises(CorruptCheckpoint, match="which flor never loads"):
+            unpickle.loads(pickle.dumps(_Gadget(fn, *args)), "ckpt/1.pt")
+    module = b"\x80\x04\x8c\x05torch\x94\x8c\x02os\x94\x93\x94."  # torch.os: a module
+    with pytest.raises(CorruptCheckpoint, match="which flor never loads"):
+        unpickle.loads(module, "ckpt/1.pt")

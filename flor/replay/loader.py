@@ -31,7 +31,11 @@ class CheckpointLoader:
             data = self.store.get(entry.key)
         except KeyError:
             raise CorruptCheckpoint(entry.key, "it is missing from the store") from None
-        return decode(data, entry.sha256, entry.key, self.store)
+        tree = decode(data, entry.sha256, entry.key, self.store)
+        held = tree.get("key", entry.key) if isinstance(tree, dict) else entry.key
+        if held != entry.key:  # older checkpoints hold no key
+            raise CorruptCheckpoint(entry.key, f"its journal entry points at {held}'s bytes")
+        return tree
 
     def get(self, entry: CheckpointEntry) -> Any:
         """The decoded snapshot tree of ``entry``; CorruptCheckpoint if unusable."""

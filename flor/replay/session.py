@@ -227,6 +227,7 @@ class Replayer(Session):
         self._decided: ReplayPlan | None = decided if sparse else None
         self._adopt(decided, final=self._decided is None)
         self._restoring: Any = None
+        self.refused: set[str] = set()  # checkpoints found corrupt or forged
         self._restore_started = 0.0
         self._checking: CheckpointEntry | None = None
         self._closed = False
@@ -268,11 +269,13 @@ class Replayer(Session):
     def _say_how(self, decided: ReplayPlan) -> None:
         """Once: why a replay runs every iteration where a sparse one was expected."""
         hindsight, needed = decided.hindsight, decided.needed
+        for damage in self.run.damaged:
+            self.warn_once(damage, f"{damage}: the iterations it recorded re-execute")
         if hindsight is not None and not hindsight.sparse and not hindsight.expected:
             self.warn_once("dense", f"replaying every iteration: {hindsight.dense}")
         elif needed is not None and needed.reason:
             self.warn_once("dense", f"replaying every iteration: {needed.reason}")
-        elif needed is not None and needed.unknown:
+        elif needed is not None and needed.unknown and not self.run.damaged:
             self.warn_once(
                 "unknown",
                 f"{needed.unknown} iterations replay because the record does not hold the "
@@ -407,8 +410,15 @@ class Replayer(Session):
             return True
         commit = self.run.commits.get(g)
         recorded = commit.blocks.get(f"{name}/{occurrence}") if commit is not None else None
-        entry = recorded if g in self.usable else None
         must_restore = g in self.plan.entries
+        own = layout.ckpt_key(self.run.prefix, g, name, occurrence)
+        if recorded is not None and recorded.key != own:  # an edited journal entry
+            forged = CorruptCheckpoint(own, f"its journal entry points at {recorded.key}")
+            if must_restore:
+                raise forged
+            self.warn_once(f"corrupt:{own}", f"{forged}; re-executing block {name!r}")
+            recorded = None
+        entry = recorded if g in self.usable else None
         if entry is None and must_restore:
             raise FlorError(
                 "missing-checkpoint",
@@ -422,7 +432,8 @@ class Replayer(Session):
             if self.world.standin:
                 self._refuse_execution(g, f"block {name!r} cannot be restored")
             self.tally.block(name, executed=True)
-            self._checking = recorded  # the state it ends in must be the recorded one
+            if recorded is not None and recorded.key not in self.refused:
+                self._checking = recorded  # the state it ends in must be the recorded one
             return True
         self.tally.block(name, executed=False)
         # An unchanged block run from the recorded state prints what it printed then.
@@ -440,7 +451,8 @@ class Replayer(Session):
         except CorruptCheckpoint as e:
             if g in self.plan.entries:
                 raise
-            self.warn_once(f"corrupt:{g}:{name}", f"{e}; re-executing block {name!r}")
+            self.refused.add(entry.key)  # nor is it what a re-executed block is checked against
+            self.warn_once(f"corrupt:{entry.key}", f"{e}; re-executing block {name!r}")
             return False
         return True
 
@@ -459,7 +471,7 @@ class Replayer(Session):
         try:
             tree = self.loader.get(entry)
         except CorruptCheckpoint as e:
-            self.warn_once(f"corrupt-check:{entry.key}", f"{e}; not verified")
+            self.warn_once(f"corrupt:{entry.key}", f"{e}; not verified")  # said once
             return None
         scope = stateful_in_scope(visible_names(frame))
         live = state_nodes(objs, named, scope, labels)

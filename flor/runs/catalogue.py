@@ -52,6 +52,7 @@ class RecordedRun:
     partial: dict[int, Commit] = field(default_factory=dict)  # committed by some ranks only
     rank: int = 0  # of a distributed run: whose journal this is
     others: tuple[RecordedRun, ...] = ()  # and the other ranks' journals
+    damaged: list[str] = field(default_factory=list)  # journal entries that do not parse
 
     @property
     def prefix(self) -> str:
@@ -166,8 +167,9 @@ def _load_journal(store: Store, name: str, run_id: str, rank: int) -> RecordedRu
     for key in store.keys(journal_folder(prefix)):
         try:
             data = get_json(store, key)
-        except ValueError:
-            continue  # only possible for a foreign file: our puts are atomic
+        except ValueError as e:  # our puts are atomic: someone changed or cut the file
+            run.damaged.append(f"journal entry {key} is unreadable ({type(e).__name__})")
+            continue
         entry = LoopEnd.from_json(data) if is_loop_end(key) else Commit.from_json(data)
         run.timings.update(entry.timings)
         run.block_timings.update(entry.block_timings)

@@ -57,7 +57,9 @@ class Checkpointer:
     ) -> Future[Written]:
         """Capture the state ``SkipBlock.end`` sees at ``frame``; write it in the background."""
         snap = Snapshot(self._copies.get(block, {}))
+        key = layout.ckpt_key(self.prefix, g, *block)
         tree = {
+            "key": key,  # which checkpoint this is: a journal entry pointing elsewhere is seen
             "objs": list(_each(snap, {f"value {i + 1}": o for i, o in enumerate(objs)}).values()),
             "named": _each(snap, named),
             "scope": _each(snap, stateful_in_scope(visible_names(frame))),
@@ -66,7 +68,6 @@ class Checkpointer:
         }
         self._copies[block] = snap.current
         bound = tuple(sorted(k for k in frame.f_locals if not k.startswith("__")))
-        key = layout.ckpt_key(self.prefix, g, *block)
 
         def write() -> Written:
             enc = encode(tree, self.store, self.chunks)

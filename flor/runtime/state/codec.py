@@ -11,7 +11,8 @@ inline, where a blob per bias vector would cost more than it saves.
 Loading uses an unpickler that resolves no class and checks every byte: the
 manifest against the SHA-256 in its journal entry, each chunk against its key.
 Opaque leaves (a user's plain object) travel as pickled bytes and are
-unpickled only after their manifest matched.
+unpickled only after their manifest matched, by ``unpickle``'s loader, which
+resolves no function that could act on the machine.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch
 
 from flor.errors import CorruptCheckpoint
 from flor.runs.layout import blob_key
+from flor.runtime.state import unpickle
 from flor.runtime.state.chunks import Chunks
 from flor.store import Store
 
@@ -93,7 +95,9 @@ def decode(data: bytes, sha256: str, key: str, store: Store | None = None) -> An
             tree = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as e:
         raise CorruptCheckpoint(key, f"not a flor checkpoint ({type(e).__name__})") from None
-    return _join(tree, store, key)
+    tree = _join(tree, store, key)
+    unpickle.preload(tree, key)
+    return tree
 
 
 class _NoClasses(pickle.Unpickler):
@@ -205,7 +209,7 @@ def _join(x: Any, store: Store | None, key: str) -> Any:
     if isinstance(x, dict):
         if set(x) == {"__flor_pickle__"}:
             pickled = _join(x["__flor_pickle__"], store, key)
-            return pickle.loads(pickled)  # the manifest's checksum matched, and its chunks'
+            return unpickle.loads(pickled, key)
         if "__flor_chunks__" in x:
             return _load_chunks(x, store, key)
         if set(x) == {"__flor_bytes__"}:

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import contextlib
-import pickle
 import random
 import sys
 from collections import OrderedDict
@@ -26,7 +25,7 @@ from typing import Any
 import torch
 
 from flor.errors import FlorError
-from flor.runtime.state import loader_position
+from flor.runtime.state import loader_position, unpickle
 from flor.runtime.state.kinds import (
     MODULE_INTERNALS,
     is_ddp,
@@ -166,7 +165,7 @@ def _restore_object(cur: Any, node: dict[str, Any], done: dict[int, Any], path: 
 
 
 def _restore_pickled(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
-    new = pickle.loads(node["v"])
+    new = node.pop("loaded") if "loaded" in node else unpickle.loads(node["v"], path)
     if isinstance(cur, (set, dict)) and type(cur) is type(new):
         cur.clear()
         cur.update(new)
