@@ -26,6 +26,7 @@ import pickle
 import sys
 import sysconfig
 import types
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -52,22 +53,24 @@ _SAFE_BUILTIN_FUNCTIONS = frozenset(
     | {"oct", "ord", "pow", "print", "repr", "round", "sorted", "sum", "isinstance", "issubclass"}
 )
 # Functions that rebuild values, by module; a name ending in "*" is a prefix.
-_REBUILDERS = {
-    "copyreg": ("_reconstructor", "__newobj__", "__newobj_ex__"),
-    "_codecs": ("encode",),
-    "array": ("_array_reconstructor",),
-    "re": ("_compile",),
-    "torch._utils": ("_rebuild_*",),
-    "torch._tensor": ("_rebuild_*",),
-    "torch.serialization": ("_get_layout",),
-    "torch.storage": ("_load_from_bytes",),
-    "numpy._core.multiarray": ("_reconstruct", "scalar"),
-    "numpy.core.multiarray": ("_reconstruct", "scalar"),
-    "numpy._core.numeric": ("_frombuffer",),
-    "numpy.core.numeric": ("_frombuffer",),
-    "numpy.random._pickle": ("__*",),
-    "numpy.random.bit_generator": ("__pyx_unpickle_*",),
-}
+_REBUILDERS = MappingProxyType(
+    {
+        "copyreg": ("_reconstructor", "__newobj__", "__newobj_ex__"),
+        "_codecs": ("encode",),
+        "array": ("_array_reconstructor",),
+        "re": ("_compile",),
+        "torch._utils": ("_rebuild_*",),
+        "torch._tensor": ("_rebuild_*",),
+        "torch.serialization": ("_get_layout",),
+        "torch.storage": ("_load_from_bytes",),
+        "numpy._core.multiarray": ("_reconstruct", "scalar"),
+        "numpy.core.multiarray": ("_reconstruct", "scalar"),
+        "numpy._core.numeric": ("_frombuffer",),
+        "numpy.core.numeric": ("_frombuffer",),
+        "numpy.random._pickle": ("__*",),
+        "numpy.random.bit_generator": ("__pyx_unpickle_*",),
+    }
+)
 _INSTALLED = tuple(
     os.path.realpath(p) + os.sep
     for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sysconfig.get_paths().values()}
