@@ -63,8 +63,8 @@ class Edge:
             self._settings = StoreSettings.from_env(os.environ)
         return self._settings
 
-    def store(self, url: str | None = None, cached: bool = True) -> Store:
-        return runs.open_store(url or self.url, self.settings, cached, self.reporter.warn)
+    def store(self, url: str | None = None, cached: bool = True, spool: bool = False) -> Store:
+        return runs.open_store(url or self.url, self.settings, cached, self.reporter.warn, spool)
 
 
 def one_line_errors(fn: F) -> F:
@@ -230,7 +230,7 @@ def run(
         spawned=rewritten.spawned,
         argv=(script, *args),
     )
-    sys.exit(record_here(options, edge.store(), edge.reporter, STARTED))
+    sys.exit(record_here(options, edge.store(spool=True), edge.reporter, STARTED))
 
 
 def _refuse_sharded(files: dict[str, str]) -> None:

@@ -106,8 +106,10 @@ def test_push_delete_local_pull_replay(s3_flor: Flor) -> None:
     [
         ({"AWS_SECRET_ACCESS_KEY": "wrong"}, "refused the credentials"),
         ({"FLOR_STORE": "s3://no-such-bucket/x"}, "does not exist"),
+        ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "no AWS credentials"),
+        ({"FLOR_STORE": "s3:///x"}, "names no bucket"),
     ],
-    ids=["wrong-credentials", "missing-bucket"],
+    ids=["wrong-credentials", "missing-bucket", "no-credentials", "no-bucket-named"],
 )
 def test_s3_mistakes_are_one_line_errors_and_lose_nothing(
     s3_flor: Flor, env: dict[str, str], words: str
@@ -243,3 +245,51 @@ def test_server_gone_past_the_timeout_keeps_everything_local(
     assert flor == "flor" and args == ["push", "ft", "--to", f.store_url]
     f.cli(*args, FLOR_HOME=home, FLOR_STORE="")
     _replays_from_s3_alone(f)
+
+
+def test_server_down_when_the_run_starts_spools_then_uploads(
+    flor_env: Flor, private_s3: S3Server
+) -> None:
+    """A blip at start does not kill the job: the run trains, spooled to the cache, and
+    uploads once the server answers; replay then needs nothing but S3."""
+    f = flor_env
+    _gated_script(f, "none")
+    private_s3.stop()
+    gate, errors = f.work / "gate", f.work / "stderr.txt"
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flor.cli", "run", "--name", "ft", SCRIPT],
+            env=f.env(**EVERY_ITERATION, FLOR_TEST_GATE=str(gate)),
+            cwd=f.work,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        _wait_for(lambda: bool(list(cache(f).rglob("journal/00000001.json"))), proc)
+        private_s3.start()
+        gate.touch()
+        out, _ = proc.communicate(timeout=300)
+    said = errors.read_text()
+    assert proc.returncode == 0, said
+    assert "epoch 5" in out
+    (warning,) = [line for line in said.splitlines() if "cannot reach" in line]
+    assert warning.startswith("flor: warning:") and "uploading when it answers" in warning
+    _replays_from_s3_alone(f)
+
+
+def test_server_down_for_the_whole_run_then_flor_push(flor_env: Flor, private_s3: S3Server) -> None:
+    f = flor_env
+    _gated_script(f, "none")
+    private_s3.stop()
+    recorded = f.cli("run", "--name", "ft", SCRIPT, check=False, FLOR_UPLOAD_TIMEOUT="1")
+    private_s3.start()
+    assert recorded.returncode == 2 and "epoch 5" in recorded.stdout
+    last = recorded.stderr.strip().splitlines()[-1]
+    assert "did not reach" in last and "flor push ft" in last
+    f.cli("push", "ft", "--to", f.store_url, FLOR_HOME=str(cache(f).joinpath(*_cache_parts(f))))
+    _replays_from_s3_alone(f)
+
+
+def _cache_parts(f: Flor) -> list[str]:
+    """The cache folder of the store URL, below FLOR_HOME/.cache."""
+    return ["s3", *f.store_url[len("s3://") :].split("/")]

@@ -109,7 +109,8 @@ class Worker:
 
         reporter = Reporter()
         settings = StoreSettings.from_env(os.environ)
-        store = runs.open_store(self.store_url, settings, warn=reporter.warn)
+        recording = self.options.mode == "record"
+        store = runs.open_store(self.store_url, settings, warn=reporter.warn, spool=recording)
         job = Job(index, self.nprocs, index, self.job, "127.0.0.1", self.port, "mp.spawn")
         session = start(self.options, store, reporter, job)
         status = 1

@@ -180,7 +180,9 @@ def activate_from_process() -> None:
         script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
         options = legacy_options(found, os.environ, script)
         settings = StoreSettings.from_env(os.environ)
-        start(options, runs.open_store(None, settings, warn=reporter.warn), reporter)
+        recording = options.mode == "record"
+        store = runs.open_store(None, settings, warn=reporter.warn, spool=recording)
+        start(options, store, reporter)
     except FlorError as e:
         reporter.error(e.message)
         raise SystemExit(e.exit_code) from None

@@ -174,6 +174,8 @@ def open_store(
     settings: StoreSettings,
     cached: bool = True,
     warn: Callable[[str], None] | None = None,
+    spool: bool = False,
 ) -> Store:
-    """The store at ``url`` (default: the settings'), its cache told which keys are which."""
-    return store.open_store(url, settings, cached, KINDS, warn)
+    """The store at ``url`` (default: the settings'), its cache told which keys are which;
+    ``spool``: a recording, which goes on while an S3 server does not answer."""
+    return store.open_store(url, settings, cached, KINDS, warn, spool)

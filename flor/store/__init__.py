@@ -73,26 +73,44 @@ def open_store(
     cached: bool = True,
     kinds: KeyKinds = NO_KINDS,
     warn: Callable[[str], None] | None = None,
+    spool: bool = False,
 ) -> Store:
     """Open the store at ``url`` (default: the settings' URL, else their home).
 
     An S3 URL opens S3 itself when ``cached`` is false (``flor push``/``pull``),
     else S3 behind the local write-back cache that recording and replay use;
     ``kinds`` says which keys that cache may serve and upload ahead of commits,
-    and ``warn`` hears of an unreachable server.
+    and ``warn`` hears of an unreachable server. With ``spool`` (a recording), a
+    server that does not answer yet is not an error: the run spools to the cache
+    and uploads once it answers. A store that answers no (no such bucket, refused
+    credentials) and one that cannot be asked (no credentials, no bucket named)
+    fail at once either way.
     """
     url = url or settings.default_url
     if not is_s3(url):
         return LocalStore(url, kinds)
+    from flor.errors import StoreUnreachable
     from flor.store.s3 import S3Store
 
-    remote = S3Store(url).check()
+    remote = S3Store(url)
+    down: StoreUnreachable | None = None
+    try:
+        remote.check()
+    except StoreUnreachable as e:
+        if not (cached and spool):
+            raise
+        down = e
     if not cached:
         return remote
     from flor.store.cached import WriteBackStore
 
     cache = LocalStore(cache_dir(settings, remote.bucket, remote.prefix), kinds)
-    return WriteBackStore(remote, cache, kinds, settings.upload_timeout, warn)
+    if down is not None and warn is not None:
+        warn(
+            f"{down}; recording to {cache.root} and uploading when it answers "
+            "(`flor push` finishes what the run cannot)"
+        )
+    return WriteBackStore(remote, cache, kinds, settings.upload_timeout, warn, down is not None)
 
 
 def cache_dir(settings: StoreSettings, bucket: str, prefix: str) -> str:

@@ -38,8 +38,10 @@ class WriteBackStore(Store):
         kinds: KeyKinds,
         upload_timeout: float,
         warn: Warn | None = None,
+        down_said: bool = False,
     ) -> None:
         self.remote = remote
+        self.down_said = down_said  # the user was told at start that the server is down
         self.cache = cache
         self.kinds = kinds
         self.upload_timeout = upload_timeout
@@ -116,7 +118,10 @@ class WriteBackStore(Store):
     def _upload(self, key: str, blob: bool) -> None:
         with self._lock:
             if self._uploader is None:
-                self._uploader = Uploader(self.remote, self.cache, self.kinds.data, self.warn)
+                quiet = self.down_said or self.warn is None
+                self._uploader = Uploader(
+                    self.remote, self.cache, self.kinds.data, None if quiet else self.warn
+                )
         self._uploader.submit(key, blob)
 
 
