@@ -303,3 +303,60 @@ def test_full_disk_skips_checkpoints_and_training_goes_on(flor_env: Flor) -> Non
     edited = f.copy("slow_steps.py", "outside")
     truth = f.truth(edited, "6", WIDTH="300")
     assert f.python(edited, "--flor", "full", "--replay_flor", "6", WIDTH="300").stdout == truth
+
+
+def _small_filesystem(folder: Path, kib: int, command: list[str], keep: Path) -> tuple[str, str]:
+    """Run ``command`` with a tmpfs of ``kib`` KiB mounted on ``folder`` (a private mount
+    namespace: no root needed where user namespaces are allowed), then copy what the
+    filesystem holds to ``keep``; the command's stdout and stderr."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) to mount a small filesystem")
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"user namespaces are not allowed here: {probe.stderr.decode().strip()}")
+    folder.mkdir(parents=True, exist_ok=True)
+    out, err = keep.with_suffix(".out"), keep.with_suffix(".err")
+    shell = (
+        f"mount -t tmpfs -o size={kib}k none '{folder}' && "
+        f"{' '.join(repr(c) for c in command)} > '{out}' 2> '{err}'; "
+        f"status=$?; cp -a '{folder}' '{keep}'; exit $status"
+    )
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", shell], timeout=300, check=False)
+    assert done.returncode == 0, err.read_text() if err.exists() else "no filesystem"
+    return out.read_text(), err.read_text()
+
+
+def test_a_full_disk_stops_checkpoints_once_and_replay_uses_what_was_committed(
+    flor_env: Flor,
+) -> None:
+    """A 3 MiB filesystem holds two of twelve 0.36 MB checkpoints beside flor's 1 MiB
+    reserve: training goes on, one warning says which iterations stay covered, the run's
+    record is complete, and a replay equals a full run of the edited script."""
+    f = flor_env
+    script = f.copy("slow_steps.py")
+    mounted, kept = f.work / "small", f.work / "kept"
+    env = f.env(WIDTH="300", FLOR_EPSILON="1e9", FLOR_HOME=str(mounted))
+    settings = [f"{k}={v}" for k, v in env.items()]
+    stdout, stderr = _small_filesystem(
+        mounted, 3072, ["env", *settings, sys.executable, str(script), "--flor", "full", "12"], kept
+    )
+    assert stdout == f.truth(script, "12", WIDTH="300")
+    warnings = [line for line in stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        "flor: warning: the store is out of space (No space left on device) at iteration 2: "
+        "no more checkpoints; iterations up to 1 replay from checkpoints, later ones re-execute"
+    ]
+    run = next((kept / "full").iterdir())
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "finished" and meta["warnings"] == [
+        warnings[0][len("flor: warning: ") :]
+    ]
+    assert sorted(p.name for p in (run / "journal").iterdir()) == [
+        "00000000.json", "00000001.json", "loop-000.json"
+    ]  # fmt: skip
+    assert not list(kept.glob(".tmp-*")), "the reserve and partial writes are gone"
+    edited = f.copy("slow_steps.py", "outside")
+    replayed = f.python(
+        edited, "--flor", "full", "--replay_flor", "12", WIDTH="300", FLOR_HOME=str(kept)
+    )
+    assert replayed.stdout == f.truth(edited, "12", WIDTH="300")

@@ -87,3 +87,11 @@ class Store(abc.ABC):
     def flush(self, progress: Callable[[str], None] | None = None) -> None:
         """Wait until every put is durable where the store keeps it (a no-op when puts are)."""
         return None
+
+    def hold_reserve(self, nbytes: int) -> None:
+        """Set ``nbytes`` of local disk aside (a no-op where the store has no disk)."""
+        return None
+
+    def release_reserve(self) -> None:
+        """Give the reserve back: the disk is full, and a run's last small writes need room."""
+        return None

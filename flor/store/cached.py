@@ -103,6 +103,12 @@ class WriteBackStore(Store):
     def holds(self, key: str, data: bytes) -> bool:
         return self.remote.holds(key, data)
 
+    def hold_reserve(self, nbytes: int) -> None:
+        self.cache.hold_reserve(nbytes)  # the spool is what fills a disk
+
+    def release_reserve(self) -> None:
+        self.cache.release_reserve()
+
     def flush(self, progress: Callable[[str], None] | None = None) -> None:
         if self._uploader is not None:
             self._uploader.flush(progress, self.upload_timeout)

@@ -72,6 +72,26 @@ class LocalStore(Store):
                 finally:
                     os.close(fd)
 
+    def hold_reserve(self, nbytes: int) -> None:
+        """A file of ``nbytes`` that a full disk frees for the journal's last entries (named
+        like a temporary: no listing shows it); reserves of dead processes go first."""
+        for stale in self.root.glob(".tmp-reserve-*"):
+            if not _alive(int(stale.name.rsplit("-", 1)[1])):
+                stale.unlink(missing_ok=True)
+        path = self.root / f".tmp-reserve-{os.getpid()}"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as f:
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(f.fileno(), 0, nbytes)
+                else:  # blocks a sparse file would not hold
+                    f.write(bytes(nbytes))
+        except OSError:  # already short of room: nothing to set aside
+            path.unlink(missing_ok=True)
+
+    def release_reserve(self) -> None:
+        (self.root / f".tmp-reserve-{os.getpid()}").unlink(missing_ok=True)
+
     def get(self, key: str) -> bytes:
         try:
             return self._path(key).read_bytes()
@@ -105,6 +125,16 @@ class LocalStore(Store):
 
     def size(self, key: str) -> int:
         return self._path(key).stat().st_size
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def _syncfs(folder: Path) -> bool:

@@ -4,14 +4,18 @@ The training thread hands over snapshots it already copied in memory, so it
 never waits on disk; it waits only when more than ``max_bytes`` are still in
 flight, which bounds memory. One thread, one FIFO queue: data jobs of an
 iteration run before the journal job that commits them (semantic 8). A job
-that fails (disk full) marks its iteration failed; the commit is then dropped
-with a warning, training continues, and replay re-executes that iteration.
+that fails marks its iteration failed; the commit is then dropped with a
+warning, training continues, and replay re-executes that iteration. A store
+out of space (ENOSPC, a quota) is said once: ``full`` is then set, the
+recorder takes no more checkpoints, and ``on_full`` frees the store's reserve
+so that the journal's last small entries still land.
 ``submit`` returns a future of the job's result: a commit job reads the
 manifests its data jobs returned, instead of a dict they fill.
 """
 
 from __future__ import annotations
 
+import errno
 import queue
 import threading
 import time
@@ -20,6 +24,7 @@ from concurrent.futures import Future
 from typing import Any
 
 DEFAULT_MAX_BYTES = 1 << 30
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})  # not EFBIG: one file too large
 
 Job = Callable[[], Any]
 
@@ -30,8 +35,12 @@ class BackgroundWriter:
         on_cost: Callable[[int, float], None],
         warn: Callable[[str], None],
         max_bytes: int = DEFAULT_MAX_BYTES,
+        on_full: Callable[[], None] = lambda: None,
     ) -> None:
         self._on_cost = on_cost
+        self._on_full = on_full
+        self.full = False  # the store ran out of space: no more checkpoints
+        self.committed = -1  # the last iteration whose checkpoints were committed
         self._warn_user = warn
         self._max_bytes = max_bytes
         self._inflight = 0
@@ -71,18 +80,26 @@ class BackgroundWriter:
                 return
             iteration, nbytes, job, commit, future = item
             cpu = time.thread_time()
+            if self.full and iteration >= 0:  # queued before the store filled: keep the reserve
+                self._failed.add(iteration)
             try:
                 if commit and iteration in self._failed:
-                    self._warn(
-                        f"checkpoint of iteration {iteration} not committed; replay re-executes it"
-                    )
+                    if not self.full:  # a full store said so once, for all of them
+                        self._warn(
+                            f"checkpoint of iteration {iteration} not committed; "
+                            "replay re-executes it"
+                        )
                     future.cancel()
                 elif iteration not in self._failed:
                     future.set_result(job())
+                    if commit:
+                        self.committed = iteration
                 else:
                     future.cancel()
             except Exception as e:  # disk full, permissions: training must go on
-                if iteration >= 0:
+                if isinstance(e, OSError) and e.errno in _NO_SPACE:
+                    self._out_of_space(iteration, e)
+                elif iteration >= 0:
                     self._failed.add(iteration)
                     self._warn(f"checkpoint of iteration {iteration} skipped: {e}")
                 else:  # the journal's own entry (no checkpoint): the next ones still run
@@ -94,6 +111,23 @@ class BackgroundWriter:
                     self._inflight -= nbytes
                     self._cond.notify_all()
                 self._queue.task_done()
+
+    def _out_of_space(self, iteration: int, e: OSError) -> None:
+        if iteration >= 0:
+            self._failed.add(iteration)
+        if self.full:
+            return
+        self.full = True
+        self._on_full()
+        kept = (
+            f"iterations up to {self.committed} replay from checkpoints"
+            if self.committed >= 0
+            else "no checkpoint was committed"
+        )
+        self._warn(
+            f"the store is out of space ({e.strerror or e}) at iteration {iteration}: no more "
+            f"checkpoints; {kept}, later ones re-execute"
+        )
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)

@@ -49,6 +49,7 @@ from flor.runtime.state.scope import Frame
 from flor.store import Store
 
 DECISIONS_KEPT = 1000  # iterations' checkpoint decisions a job's store holds at once
+RESERVE_BYTES = 1 << 20  # disk set aside for the journal's last entries once the disk is full
 # Iterations whose timings, output and counters wait in memory for a commit: after this many
 # without a checkpoint, they are journaled on their own (a commit without blocks), once the
 # writer has finished the previous commit: on steps of a few microseconds it cannot keep up
@@ -77,7 +78,10 @@ class Recorder(Session):
         self.prefix = layout.rank_prefix(layout.run_prefix(options.name, self.run_id), self.rank)
         self.lookahead = lookahead
         self.policy = CheckpointPolicy(options.epsilon, periodic=lookahead is not None)
-        self.writer = BackgroundWriter(self.policy.charge, reporter.warn)
+        store.hold_reserve(RESERVE_BYTES)
+        self.writer = BackgroundWriter(
+            self.policy.charge, reporter.warn, on_full=store.release_reserve
+        )
         self.thinning = Thinning(options.storage)
         self.journal = RunJournal(store, self.prefix)
         self.checkpointer = Checkpointer(store, self.prefix, self.writer)
@@ -301,7 +305,7 @@ class Recorder(Session):
             self._feed = self._feed or self.job.feed("checkpoint", start=1)
             decided = Decision(int(self._feed.get(self._points)))
         self._points += 1
-        return Decision.SKIP if self._unrestorable else decided
+        return Decision.SKIP if self._unrestorable or self.writer.full else decided
 
     def _decide_ahead(self, compute: float, g: int, frame: Frame) -> None:
         """Rank 0: decide the next iteration's checkpoint now, and tell the other ranks."""
@@ -422,6 +426,7 @@ class Recorder(Session):
         text = self.stdout.text()
         self.journal.finish(self.meta, {k: text.get(k, "") for k in ("pre", "post")})
         self.upload_failed = not self.flush_store()
+        self.store.release_reserve()
 
 
 def _succeeded(future: Future[Written]) -> bool:
