@@ -418,6 +418,12 @@ def gc(
     verb = "would free" if dry_run else "freed"
     what = "checkpoints of " if checkpoints_only else ""
     click.echo(f"flor gc: {verb} {found.nbytes / 1e6:.1f} MB from {what}{len(found.keys)} runs")
+    if found.recording:
+        click.echo(
+            f"flor gc: left {', '.join(found.recording)} alone (recording), and every tensor "
+            "blob with it: run gc again once it has ended to free the blobs",
+            err=True,
+        )
 
 
 @cli.command()

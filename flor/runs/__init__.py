@@ -15,6 +15,7 @@ from flor.runs.catalogue import (
     list_runs,
     load_run,
     recorded_original,
+    recording,
     referenced_blobs,
     replay_results,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "open_store",
     "put_json",
     "recorded_original",
+    "recording",
     "referenced_blobs",
     "replay_results",
     "run_prefix",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flor.errors import FlorError
 from flor.runs.layout import (
+    STALE_AFTER,
     get_json,
+    heartbeat_key,
     is_loop_end,
     journal_folder,
     meta_key,
@@ -27,6 +30,18 @@ from flor.store import Store
 def list_runs(store: Store, name: str) -> list[str]:
     """Run ids of experiment ``name``, oldest first."""
     return [r for r in store.children(name) if store.exists(meta_key(run_prefix(name, r)))]
+
+
+def recording(store: Store, run: RecordedRun) -> bool:
+    """Whether ``run`` is still being recorded: its run.json says so and its heartbeat (or,
+    before the first, its start) is recent. A run killed long ago is not."""
+    if run.meta.status != "running":
+        return False
+    try:
+        beat = float(get_json(store, heartbeat_key(run.prefix))["time"])
+    except (KeyError, ValueError, TypeError):
+        beat = run.meta.started
+    return time.time() - beat < STALE_AFTER
 
 
 def list_experiments(store: Store) -> list[str]:

@@ -6,6 +6,7 @@
     NAME/RUN_ID/project.json             the project's other files the script imports, and
     NAME/RUN_ID/files/SHA.py             their sources (as run, and the user's) by SHA-256
     NAME/RUN_ID/stdout.json              what the script printed outside flor.it loops
+    NAME/RUN_ID/heartbeat.json           rewritten while the run records (gc spares it)
     NAME/RUN_ID/ckpt/ITER.BLOCK.OCC.pt   checkpoint data (written first)
     NAME/RUN_ID/journal/ITER.json        commit of iteration ITER's checkpoints (written last)
     NAME/RUN_ID/journal/loop-N.json      end of the N-th flor.it loop
@@ -69,6 +70,16 @@ def project_key(prefix: str) -> str:
 
 def project_file_key(prefix: str, sha256: str) -> str:
     return f"{prefix}/files/{sha256}.py"
+
+
+# A recording rewrites its heartbeat this often; `flor gc` leaves alone a run whose run.json
+# says it records and whose heartbeat (or start) is younger than STALE_AFTER.
+HEARTBEAT_SECONDS = 30.0
+STALE_AFTER = 4 * HEARTBEAT_SECONDS
+
+
+def heartbeat_key(prefix: str) -> str:
+    return f"{prefix}/heartbeat.json"
 
 
 def stdout_key(prefix: str) -> str:

@@ -1,7 +1,7 @@
 """Deleting recorded data: `flor gc`'s retention rules, and a recording's thinning.
 
 Tensor blobs are shared between checkpoints and runs, so a blob goes only
-when no run that stays still points at it.
+when no run that stays still points at it, and none while a run records.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class Collection:
     keys: dict[str, list[str]] = field(default_factory=dict)
     blobs: list[str] = field(default_factory=list)
     nbytes: int = 0
+    recording: list[str] = field(default_factory=list)  # runs left alone: still recording
 
 
 def select(
@@ -60,7 +61,9 @@ def collect(
         for run_id in runs.list_runs(store, experiment):
             run = runs.load_run(store, experiment, run_id)
             blobs = runs.referenced_blobs(run)
-            if not chosen(run):
+            if runs.recording(store, run):
+                found.recording.append(run.prefix)
+            if not chosen(run) or runs.recording(store, run):
                 kept.update(blobs)
                 continue
             if checkpoints_only:  # every rank's journal keeps its own checkpoints
@@ -73,7 +76,9 @@ def collect(
                     found.keys[prefix] = sorted(sizes)
                     found.nbytes += sum(sizes.values())
             dropped.update(blobs)
-    found.blobs = sorted(set(dropped) - kept)
+    # A recording's next checkpoint may point at any blob the store holds (it does not
+    # write one that exists): while a run records, no blob goes.
+    found.blobs = [] if found.recording else sorted(set(dropped) - kept)
     found.nbytes += sum(dropped[sha] for sha in found.blobs)
     return found
 

@@ -9,8 +9,11 @@ background writer calls ``commit`` and ``end_loop``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import threading
+import time
 from typing import Any
 
 from flor.runs import layout
@@ -55,6 +58,21 @@ class RunJournal:
 
     def write_meta(self, meta: RunMeta) -> None:
         layout.put_json(self.store, layout.meta_key(self.prefix), meta.to_json())
+
+    def keep_alive(self) -> threading.Event:
+        """Rewrite the run's heartbeat until the event returned is set: `flor gc` leaves a
+        run alone while it beats."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(layout.HEARTBEAT_SECONDS):
+                # a full disk, a server away: gc then goes by the run's start
+                with contextlib.suppress(Exception):
+                    key = layout.heartbeat_key(self.prefix)
+                    layout.put_json(self.store, key, {"time": time.time()})
+
+        threading.Thread(target=beat, name="flor-heartbeat", daemon=True).start()
+        return stop
 
     def commit(self, commit: Commit, logs: list[dict[str, Any]]) -> None:
         """Make an iteration's checkpoints visible to replay (their data is written)."""

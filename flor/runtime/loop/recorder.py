@@ -101,6 +101,7 @@ class Recorder(Session):
         self._closed = False
         self.meta = self._initial_meta()
         self.journal.start(self.meta, self._read_source(), options.original, options.project)
+        self._alive = self.journal.keep_alive()
         self.stdout = TaggedStream(sys.stdout, keep=True)  # kept per iteration, shown later
         sys.stdout = self.stdout
         atexit.register(self.close)
@@ -411,6 +412,7 @@ class Recorder(Session):
                 self.job.publish(f"checkpoint/{self._points + 1}", Feed.END)
             self.job.close()
         self.writer.close()
+        self._alive.set()
         self.meta = self.meta.updated(
             status="finished" if not exit_status else "failed",
             exit_status=exit_status,
