@@ -135,6 +135,16 @@ def test_every_documented_command_runs_here_or_in_a_named_test() -> None:
     assert not missing, "\n".join(missing)
 
 
+def test_every_test_the_docs_name_exists() -> None:
+    """docs/reliability.md holds each promise by a test's name: each must be a test."""
+    named = re.findall(r"`(tests/\w+\.py)::(\w+)`", "".join(p.read_text() for p in PAGES))
+    assert len(named) >= 20
+    missing = [
+        f"{path}::{test}" for path, test in named if f"def {test}(" not in (ROOT / path).read_text()
+    ]
+    assert not missing, missing
+
+
 def test_the_documented_extras_exist() -> None:
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
