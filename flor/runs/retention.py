@@ -61,9 +61,10 @@ def collect(
         for run_id in runs.list_runs(store, experiment):
             run = runs.load_run(store, experiment, run_id)
             blobs = runs.referenced_blobs(run)
-            if runs.recording(store, run):
+            live = runs.recording(store, run)
+            if live:
                 found.recording.append(run.prefix)
-            if not chosen(run) or runs.recording(store, run):
+            if live or not chosen(run):
                 kept.update(blobs)
                 continue
             if checkpoints_only:  # every rank's journal keeps its own checkpoints

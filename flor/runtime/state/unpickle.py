@@ -9,6 +9,7 @@ needs, and a checkpoint that asks for anything else is refused as corrupt:
 - a class, unless its module reaches the operating system (``os``,
   ``subprocess``, ``socket``, ``io``, ...) or it builds code (``type``);
 - a constant (``torch.float32``, an enum member);
+- and only from a module the script already imported (importing one runs it);
 - a function only where it rebuilds data: torch's tensor rebuilders, numpy's
   array and generator constructors, ``copyreg``'s, and the project's own
   functions (modules loaded from outside the interpreter's installation: the
@@ -26,7 +27,6 @@ import pickle
 import sys
 import sysconfig
 import types
-from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -53,7 +53,7 @@ _SAFE_BUILTIN_FUNCTIONS = frozenset(
     | {"oct", "ord", "pow", "print", "repr", "round", "sorted", "sum", "isinstance", "issubclass"}
 )
 # Functions that rebuild values, by module; a name ending in "*" is a prefix.
-_REBUILDERS = MappingProxyType(
+_REBUILDERS = types.MappingProxyType(
     {
         "copyreg": ("_reconstructor", "__newobj__", "__newobj_ex__"),
         "_codecs": ("encode",),
@@ -96,6 +96,8 @@ def loads(data: bytes, key: str) -> Any:
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
+        if module not in sys.modules:  # importing one runs its code: the script imported
+            raise Refused(f"{module}.{name} of a module the script has not imported")
         found = super().find_class(module, name)
         where = getattr(found, "__module__", None) or module  # the object's own, not the asked
         if found is torch.storage._load_from_bytes:
