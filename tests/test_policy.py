@@ -29,6 +29,29 @@ def test_expensive_checkpoints_become_sparse_and_periodic() -> None:
     assert max(steady) - min(steady) <= 1 and round(sum(steady) / len(steady)) in (7, 8)
 
 
+def test_a_start_up_longer_than_training_is_budgeted_over_the_loop() -> None:
+    """10 iterations of 10 ms after a 2 s start-up, checkpoints of 15 ms: a budget on the
+    training alone affords the first only; one on the start-up, spread over the loop (20 ms
+    per iteration at 10%), affords one every iteration, and the total stays within epsilon
+    of the process's time (start-up and training)."""
+
+    def run(startup: float) -> tuple[list[int], CheckpointPolicy]:
+        policy, compute, taken = CheckpointPolicy(0.1), 0.0, []
+        policy.allow_startup(startup, 10)
+        for g in range(10):
+            compute += 0.01
+            if policy.should_checkpoint(compute, g):
+                policy.charge(g, 0.015)
+                policy.settle(g)
+                taken.append(g)
+        return taken, policy
+
+    assert run(0.0)[0] == [0]
+    taken, policy = run(2.0)
+    assert taken == list(range(10))
+    assert policy.spent <= 0.1 * (2.0 + 0.1) and policy.budgeted(0.1, 9) == 2.0
+
+
 def test_overhead_is_reported() -> None:
     policy = CheckpointPolicy(0.1)
     policy.charge(0, 0.5)

@@ -102,7 +102,8 @@ class RunMeta(_Record):
     checkpoint_bytes: int = 0
     stored_bytes: int = 0
     compute_seconds: float = 0.0
-    overhead: float = 0.0  # everything flor charged, over compute_seconds
+    overhead: float = 0.0  # everything flor charged, over budgeted_seconds (else compute's)
+    budgeted_seconds: float = 0.0  # compute, or the script's start-up where that was larger
     setup_seconds: float = 0.0  # of which flor's start-up
     bookkeeping_seconds: float = 0.0  # and its work in every iteration, and journaling them
     stall_seconds: tuple[float, ...] = ()
@@ -117,6 +118,7 @@ class RunMeta(_Record):
             "rank",
             "world_size",
             "launcher",
+            "budgeted_seconds",
         }
     )
 
@@ -130,7 +132,7 @@ class RunMeta(_Record):
     @property
     def checkpoint_seconds(self) -> float:
         """What the checkpoints cost: the overhead, less start-up and bookkeeping."""
-        spent = self.overhead * self.compute_seconds
+        spent = self.overhead * (self.budgeted_seconds or self.compute_seconds)
         return max(spent - self.setup_seconds - self.bookkeeping_seconds, 0.0)
 
     def overhead_parts(self) -> str:
@@ -138,8 +140,12 @@ class RunMeta(_Record):
         return (
             f"start-up {self.setup_seconds:.2f} s, checkpoints {self.checkpoint_seconds:.2f} s "
             f"and per-iteration bookkeeping {self.bookkeeping_seconds:.2f} s, of a "
-            f"{self.epsilon:.2%} budget; of {self.compute_seconds:.1f} s of training"
+            f"{self.epsilon:.2%} budget; of {self.compute_seconds:.1f} s of training{self._startup()}"
         )
+
+    def _startup(self) -> str:
+        share = self.budgeted_seconds - self.compute_seconds
+        return f" and {share:.1f} s of the script's start-up" if share >= 0.05 else ""
 
 
 @dataclass(frozen=True)

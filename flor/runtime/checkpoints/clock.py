@@ -7,6 +7,23 @@ fraction of it. Timings go into the journal with the next entry written.
 
 from __future__ import annotations
 
+import os
+import time
+
+_IMPORTED = time.monotonic()  # when flor was imported: the fallback start of the process
+
+
+def process_age() -> float:
+    """Seconds since this process started: from the kernel where Linux says (the start-up
+    before ``import flor`` counts too), else since flor was imported."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: ticks after boot
+        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - _IMPORTED
+
 
 class IterationClock:
     def __init__(self) -> None:

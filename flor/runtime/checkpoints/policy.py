@@ -28,6 +28,15 @@ overhead never exceeds epsilon by more than one checkpoint);
 other checkpoints land on round iteration counts (multiples of 1, 2 or 5 times
 a power of ten, the largest the budget affords), where new periodic tests
 will most likely fire.
+
+A run whose training is short beside its own start-up (imports, data loading,
+model building: a few seconds before the first iteration) would buy almost no
+checkpoints from a fraction of its training, though replay skips far more than
+that. So once the script's start-up ``L`` and its loop's length ``N`` are known
+(``allow_startup``), the budget is ``epsilon`` times the larger of the training
+so far and ``L * (i + 1) / N``: the start-up, spread evenly over the loop. Its
+overhead then stays within ``epsilon`` of the process's wall time; a run whose
+training outlasts its start-up is budgeted as before.
 """
 
 from __future__ import annotations
@@ -54,6 +63,8 @@ class CheckpointPolicy:
         # thread adds to it without the lock: nothing else writes it)
         self.journaling = 0.0  # the writer's, journaling iterations without a checkpoint
         self.taken = 0
+        self.startup = 0.0  # the script's own start-up before its loop (allow_startup)
+        self.length = 0  # its loop's iterations (0: unknown, no allowance)
         self._recent: deque[float] = deque(maxlen=8)  # cost of each recent checkpoint
         self._pending: dict[int, float] = {}  # iteration -> cost charged so far
         self._expected: float | None = None  # the next one's cost (None: nothing charged yet)
@@ -74,6 +85,7 @@ class CheckpointPolicy:
         expected = self._expected
         if expected is None:
             return Decision.TAKE
+        compute = self.budgeted(compute, iteration)
         budget = self.epsilon * compute
         spent = self._charged() + min(self.fixed, budget / 2)  # start-up: paid off at half rate
         if spent + expected > budget:
@@ -91,6 +103,17 @@ class CheckpointPolicy:
         affordable = expected / (self.epsilon * per_iteration) if per_iteration > 0 else 1.0
         on_round = (iteration + 1) % round_period(affordable) == 0
         return Decision.TAKE if on_round else Decision.SKIP
+
+    def allow_startup(self, seconds: float, length: int) -> None:
+        """The script spent ``seconds`` before a loop of ``length`` iterations."""
+        self.startup, self.length = max(seconds, 0.0), length
+
+    def budgeted(self, compute: float, iteration: int) -> float:
+        """The seconds the budget is a fraction of by ``iteration``: the training so far, or
+        the start-up's share of the loop so far where that is larger."""
+        if self.length <= 0:
+            return compute
+        return max(compute, self.startup * min(iteration + 1, self.length) / self.length)
 
     def _charged(self) -> float:
         return self.spent + self.bookkeeping + self.journaling

@@ -32,7 +32,7 @@ from typing import Any
 from flor.runs import layout, retention
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpoints.checkpointer import Checkpointer, Written
-from flor.runtime.checkpoints.clock import IterationClock, rounded
+from flor.runtime.checkpoints.clock import IterationClock, process_age, rounded
 from flor.runtime.checkpoints.policy import CheckpointPolicy, Decision
 from flor.runtime.checkpoints.thinning import Dropped, Piece, Thinning
 from flor.runtime.checkpoints.writer import BackgroundWriter
@@ -147,6 +147,7 @@ class Recorder(Session):
         if loop == 0:
             self.meta = self.meta.updated(numerics=numeric_environment())
             self.journal.write_meta(self.meta)
+            self._allow_startup(iterable)
         iterator, _ = as_iterator(iterable)
         status = "closed"  # break, or an exception in the loop body, closes the generator
         try:
@@ -160,6 +161,15 @@ class Recorder(Session):
                 self._end()
             self.stdout.bucket = "post"
             self._end_loop(loop, first, status)
+
+    def _allow_startup(self, iterable: Any) -> None:
+        """Tell the policy the script's own start-up (the process's age, less flor's) and the
+        main loop's length, where the loop has one."""
+        try:
+            length = len(iterable)
+        except Exception:  # no length (a generator, a while condition): no allowance
+            return
+        self.policy.allow_startup(process_age() - self.policy.fixed, length)
 
     def _begin(self, iteration: int, value: Any, loop_frame: Frame) -> None:
         """``loop_frame``: the frame running the ``for`` over ``flor.it`` (our caller)."""
@@ -374,7 +384,8 @@ class Recorder(Session):
 
     def _report(self) -> None:
         compute = self.clock.compute
-        overhead = self.policy.overhead(compute)
+        budgeted = self.policy.budgeted(compute, self.next_iteration - 1)
+        overhead = self.policy.overhead(budgeted)
         logical, stored = self._bytes()
         thinned = self.thinning.thinned
         self.meta = self.meta.updated(
@@ -384,6 +395,7 @@ class Recorder(Session):
             checkpoint_bytes=logical,
             stored_bytes=stored,
             compute_seconds=round(self.clock.compute, 3),
+            budgeted_seconds=round(budgeted, 3),
             overhead=round(overhead, 5),
             setup_seconds=round(self.policy.fixed, 3),
             bookkeeping_seconds=round(self.policy.bookkeeping + self.policy.journaling, 3),
