@@ -9,14 +9,17 @@ needs, and a checkpoint that asks for anything else is refused as corrupt:
 - a class, unless its module reaches the operating system (``os``,
   ``subprocess``, ``socket``, ``io``, ...) or it builds code (``type``);
 - a constant (``torch.float32``, an enum member);
-- and only from a module the script already imported (importing one runs it);
 - a function only where it rebuilds data: torch's tensor rebuilders, numpy's
   array and generator constructors, ``copyreg``'s, and the project's own
   functions (modules loaded from outside the interpreter's installation: the
   code replay runs anyway). ``builtins.eval``, ``os.system``, ``getattr`` and
   the like are never resolved, and a module is never handed out.
 
-A torch storage pickled inside such a value is loaded weights-only.
+A torch storage pickled inside such a value is loaded weights-only. What is not
+prevented: resolving a name imports its module, as any unpickling does, and an
+installed module's top-level code runs on import (checkpoints are loaded ahead,
+before the script has imported its own modules, so "only what is imported" cannot
+be the rule).
 """
 
 from __future__ import annotations
@@ -96,8 +99,6 @@ def loads(data: bytes, key: str) -> Any:
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        if module not in sys.modules:  # importing one runs its code: the script imported
-            raise Refused(f"{module}.{name} of a module the script has not imported")
         found = super().find_class(module, name)
         where = getattr(found, "__module__", None) or module  # the object's own, not the asked
         if found is torch.storage._load_from_bytes:
