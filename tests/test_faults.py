@@ -143,9 +143,15 @@ def test_corrupt_checkpoint_inside_segment_is_reexecuted(
     truth = f.truth(edited, "8")
     replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
     assert replayed.stdout == truth
-    (warning,) = [line for line in replayed.stderr.splitlines() if "unusable" in line]
+    warning = _the_line(replayed.stderr, "unusable")
     assert f"{f.latest_run('exp').name}/ckpt/00000005" in warning  # the run and the file
     assert "checksum mismatch" in warning and "re-executing" in warning
+
+
+def _the_line(stderr: str, word: str) -> str:
+    """The one line of ``stderr`` that holds ``word``: a fault is said once."""
+    (line,) = [line for line in stderr.splitlines() if word in line]
+    return line
 
 
 def _forge(f: Flor, iteration: int, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -183,7 +189,7 @@ def test_a_pickle_crafted_to_run_code_is_refused_and_reexecuted(dense: Flor) -> 
     replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
     assert not marker.exists(), "the crafted pickle ran"
     assert replayed.stdout == f.truth(edited, "8")
-    (warning,) = [line for line in replayed.stderr.splitlines() if "unusable" in line]
+    warning = _the_line(replayed.stderr, "unusable")
     assert "ckpt/00000005" in warning and "posix.system" in warning and "re-executing" in warning
 
 
@@ -197,7 +203,7 @@ def test_a_journal_entry_pointing_at_another_checkpoint_is_refused(dense: Flor) 
     edited = f.copy("slow_steps.py", "outside")
     replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
     assert replayed.stdout == f.truth(edited, "8")
-    (warning,) = [line for line in replayed.stderr.splitlines() if "unusable" in line]
+    warning = _the_line(replayed.stderr, "unusable")
     assert "00000003" in warning and "points at" in warning and "re-executing" in warning
 
 
@@ -230,7 +236,7 @@ def test_a_truncated_journal_entry_is_said_and_its_iteration_reexecuted(dense: F
         edited = f.copy("slow_steps.py", kind)
         replayed = f.python(edited, "--flor", "exp", "--replay_flor", "8")
         assert replayed.stdout == f.truth(edited, "8")
-        (warning,) = [line for line in replayed.stderr.splitlines() if "unreadable" in line]
+        warning = _the_line(replayed.stderr, "unreadable")
         assert "journal/00000004.json" in warning and "re-execute" in warning
     assert all(p.read_bytes() == data for p, data in before.items()), "the record changed"
 

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from conftest import SCRIPTS, Flor, hindsight
@@ -186,14 +187,7 @@ def _record_with_outage(
     _gated_script(f, "none")
     gate, errors = f.work / "gate", f.work / "stderr.txt"
     with errors.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "flor.cli", "run", "--name", "ft", SCRIPT],
-            env=f.env(**EVERY_ITERATION, FLOR_TEST_GATE=str(gate), **env),
-            cwd=f.work,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
+        proc = _start_gated_run(f, gate, stderr, **env)
         _wait_for(lambda: bool(list(cache(f).rglob("journal/00000001.json"))), proc)
         server.stop()
         gate.touch()
@@ -204,6 +198,18 @@ def _record_with_outage(
     if not come_back:
         server.start()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, errors.read_text())
+
+
+def _start_gated_run(f: Flor, gate: Path, stderr: IO[str], **env: str) -> subprocess.Popen[str]:
+    """``flor run`` of the gated script, checkpointing every epoch; epoch 2 waits for ``gate``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "flor.cli", "run", "--name", "ft", SCRIPT],
+        env=f.env(**EVERY_ITERATION, FLOR_TEST_GATE=str(gate), **env),
+        cwd=f.work,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
 
 
 def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
@@ -257,14 +263,7 @@ def test_server_down_when_the_run_starts_spools_then_uploads(
     private_s3.stop()
     gate, errors = f.work / "gate", f.work / "stderr.txt"
     with errors.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "flor.cli", "run", "--name", "ft", SCRIPT],
-            env=f.env(**EVERY_ITERATION, FLOR_TEST_GATE=str(gate)),
-            cwd=f.work,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
+        proc = _start_gated_run(f, gate, stderr)
         _wait_for(lambda: bool(list(cache(f).rglob("journal/00000001.json"))), proc)
         private_s3.start()
         gate.touch()

@@ -411,13 +411,14 @@ class Replayer(Session):
         commit = self.run.commits.get(g)
         recorded = commit.blocks.get(f"{name}/{occurrence}") if commit is not None else None
         must_restore = g in self.plan.entries
-        own = layout.ckpt_key(self.run.prefix, g, name, occurrence)
-        if recorded is not None and recorded.key != own:  # an edited journal entry
-            forged = CorruptCheckpoint(own, f"its journal entry points at {recorded.key}")
-            if must_restore:
-                raise forged
-            self.warn_once(f"corrupt:{own}", f"{forged}; re-executing block {name!r}")
-            recorded = None
+        if recorded is not None:  # an edited journal entry may point at another block's
+            own = layout.ckpt_key(self.run.prefix, g, name, occurrence)
+            if recorded.key != own:
+                forged = CorruptCheckpoint(own, f"its journal entry points at {recorded.key}")
+                if must_restore:
+                    raise forged
+                self.warn_once(f"corrupt:{own}", f"{forged}; re-executing block {name!r}")
+                recorded = None
         entry = recorded if g in self.usable else None
         if entry is None and must_restore:
             raise FlorError(
