@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from flor import runs
-from flor.errors import DIVERGED, FlorError
+from flor.errors import DIVERGED, SKIPPED, FlorError
 from flor.launch import process_end
 from flor.launch.project_files import ProjectFiles, module_script
 from flor.runs import layout, query
@@ -247,6 +247,17 @@ def _refuse_sharded(files: dict[str, str]) -> None:
 @cli.command(context_settings=dict(SCRIPT_SETTINGS))
 @click.option("--name", required=True, help="Experiment to replay (its latest run by default).")
 @click.option("--run", "run_id", help="Replay this run id instead of the latest.")
+@click.option(
+    "--runs",
+    "runs_spec",
+    help="Replay these runs, each at its own code version, with the edit carried to it: "
+    "all, latest:N, since:YYYY-MM-DD, or ids separated by commas.",
+)
+@click.option(
+    "--show-edits",
+    is_flag=True,
+    help="With --runs: print, per version, the diff each run would replay; run nothing.",
+)
 @click.option("--segment", help="Replay only segment I of N (e.g. 2/4); for one worker per GPU.")
 @click.option(
     "--workers", type=click.IntRange(min=1), help="Replay in K segments at once; merged output."
@@ -307,7 +318,9 @@ def _refuse_sharded(files: dict[str, str]) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
 @one_line_errors
-def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
+def replay(
+    edge: Edge, /, show_plan: bool, runs_spec: str | None, show_edits: bool, **request: Any
+) -> None:
     """Replay a recorded run with the script as it is now (edited with new prints or logs).
 
     SCRIPT defaults to the recorded path and ARGS to the recorded arguments. Blocks
@@ -320,6 +333,8 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
     """
     from flor.launch import replay as replaying  # the command is `replay`
 
+    if runs_spec is not None or show_edits:
+        sys.exit(_replay_across(edge, runs_spec, show_plan, show_edits, request))
     store = edge.store()
     here = not (request["workers"] or show_plan)  # this process replays: it imports torch
     later = bool(request["workers"]) and not show_plan  # rewritten while the workers start
@@ -343,6 +358,71 @@ def replay(edge: Edge, /, show_plan: bool, **request: Any) -> None:
     for where in done.diverged:
         edge.reporter.warn(replaying.divergence(where))
     sys.exit(1 if done.failures else DIVERGED if done.diverged else 0)
+
+
+_ONE_RUN_ONLY = ("run_id", "segment", "rank", "segment_from_env", "replay_id", "rewritten")
+
+
+def _replay_across(
+    edge: Edge, spec: str | None, show_plan: bool, show_edits: bool, request: dict[str, Any]
+) -> int:
+    """``--runs``: the edit carried to each chosen run's version, and replayed there."""
+    from flor.launch import across
+
+    wrong = [k for k in _ONE_RUN_ONLY if request[k]] + (["args"] if request["args"] else [])
+    if spec is None or wrong or request["backend"] != "local":
+        what = "--show-edits needs --runs" if spec is None else "--runs replays whole runs"
+        names = [f"--{w.replace('_', '-')}" for w in wrong] or ["--backend ray"]
+        why = "" if spec is None else f": {', '.join(names)} cannot go with it"
+        raise FlorError("bad-option", what + why)
+    store = edge.store()
+    planned = across.plan_across(store, check_name(request["name"]), spec, request["script"])
+    if show_edits or show_plan:
+        lines = across.shown_edits(planned) if show_edits else across.planned(planned, store)
+        click.echo("\n".join(lines))
+        return 0
+    for plan in planned.plans:
+        if plan.skipped:
+            edge.reporter.warn(
+                f"run {plan.run.run_id} (version {plan.version}) skipped: {plan.skipped}"
+            )
+        for line in [] if plan.skipped else across.training_warnings(plan):
+            edge.reporter.warn(line)
+    edge.reporter.say(across.base_line(planned))
+    passed = _passed_options(request)
+    done = across.replay_across(
+        planned, store, edge.settings, edge.reporter, request["workers"] or 1, passed
+    )
+    return _print_across(edge, planned, done)
+
+
+def _passed_options(request: dict[str, Any]) -> list[str]:
+    """What every run's replay gets of the options given to all of them."""
+    passed = ["--iterations", request["iterations"]] if request["iterations"] else []
+    passed += ["--verify", str(request["verify"])] if request["verify"] else []
+    passed += ["--restore", request["restore"]] if request["restore"] != "auto" else []
+    return passed + (["--threads", request["threads"]] if request["threads"] else [])
+
+
+def _print_across(edge: Edge, planned: Any, done: Any) -> int:
+    """Each replayed run's output under a header, failures' errors, and the summary line."""
+    replayed = [p for p in planned.plans if p.skipped is None and p.run.run_id not in done.failures]
+    for plan in planned.plans:
+        if plan.skipped is None:
+            click.echo(f"==> {plan.run.name}/{plan.run.run_id} (version {plan.version}) <==")
+            click.echo(done.outputs.get(plan.run.run_id, ""), nl=False)
+        failure = done.failures.get(plan.run.run_id)
+        if failure is not None:
+            tail = "\n".join(failure.stderr.strip().splitlines()[-15:])
+            edge.reporter.error(
+                f"run {plan.run.run_id} failed (exit status {failure.exit_status}):\n{tail}"
+            )
+    skipped = sum(p.skipped is not None for p in planned.plans)
+    edge.reporter.say(
+        f"{len(replayed)} of {len(planned.plans)} runs replayed, {skipped} skipped, "
+        f"{len(done.failures)} failed"
+    )
+    return 1 if done.failures else SKIPPED if skipped else 0
 
 
 @cli.command()

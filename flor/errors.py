@@ -11,6 +11,11 @@ DIVERGED = 3
 state than the record's: what it printed there may not be what a full run prints."""
 
 
+SKIPPED = 4
+"""Exit status of ``flor replay --runs`` where every run the edit could be carried to
+replayed, and the others were skipped (each with the reason)."""
+
+
 class FlorError(Exception):
     """A user-facing failure with a short slug (e.g. ``no-run``) and one-line message."""
 

@@ -143,6 +143,7 @@ class Flor:
         args: tuple[str, ...],
         hand: bool = False,
         torchrun: bool = False,
+        check: bool = True,
         **env: str,
     ) -> tuple[subprocess.CompletedProcess[str], int]:
         """Run ``flor ARGS`` (``python ARGS`` when ``hand``; on 2 ranks when ``torchrun``)
@@ -155,7 +156,7 @@ class Flor:
             return _counted(folder, self.python(Path(args[0]), *args[1:], **extra))
         if torchrun:
             return _counted(folder, self.torchrun("-m", "flor.cli", *args, **extra))
-        return _counted(folder, self.cli(*args, **extra))
+        return _counted(folder, self.cli(*args, check=check, **extra))
 
     def replays(self, name: str) -> list[dict]:
         """Every segment result of every replay of the latest run of ``name``."""

@@ -366,8 +366,6 @@ def _in_local_workers(
 
 def estimate(prepared: Prepared) -> list[str]:
     """What the replay would run, segment by segment, and how long it would take."""
-    from flor.replay.session import plan_replay
-
     run, options, count = prepared.run, prepared.options, prepared.workers or 1
     full = sum(run.timings.values())
     lines = [
@@ -377,34 +375,59 @@ def estimate(prepared: Prepared) -> list[str]:
     segments = [options.segment] if count == 1 else [(i, count) for i in range(1, count + 1)]
     slowest = 0.0
     for index, n in segments:
-        decided = plan_replay(
-            runs.as_rank(run, prepared.world.rank),
-            options.source or "",
-            options.script or "",
-            replace(options, segment=(index, n)),
-            prepared.world.in_step,
-        )
-        probed = ", ".join(sorted(decided.probed)) or "none"
+        planned = _segment_estimate(prepared, index, n)
+        lines += planned.lines
         lines.append(
-            f"segment {index}/{n}: iterations {ranges(sorted(decided.live))}; probed blocks: {probed}"
+            f"  estimate {planned.seconds:.1f}s of training-loop time (the recorded run took {full:.1f}s)"
         )
-        seconds, echoed = 0.0, 0
-        for g, action in enumerate(decided.plan.actions):
-            if action in (DEAD, ECHO):
-                echoed += action == ECHO
-                continue
-            skipped = g in decided.plan.entries or (g in run.commits and not decided.probed)
-            it_time = run.timings.get(g, 0.0)
-            seconds += it_time - run.block_timings.get(g, 0.0) if skipped else it_time
-            lines.append(
-                f"  iteration {g:>5}  {action:<7}  block {'restore' if skipped else 'execute'}"
-            )
-        if echoed:
-            lines.append(f"  {echoed} more not run: their recorded output is printed")
-        lines.append(
-            f"  estimate {seconds:.1f}s of training-loop time (the recorded run took {full:.1f}s)"
-        )
-        slowest = max(slowest, seconds)
+        slowest = max(slowest, planned.seconds)
     if count > 1:
         lines.append(f"with {count} workers: about {slowest:.1f}s (the slowest segment)")
     return lines
+
+
+def estimate_seconds(prepared: Prepared) -> tuple[float, int, int]:
+    """The whole replay's training-loop seconds, and in how many iterations its blocks are
+    restored and re-executed."""
+    planned = _segment_estimate(prepared, *prepared.options.segment)
+    return planned.seconds, planned.restored, planned.executed
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    lines: list[str]
+    seconds: float
+    restored: int
+    executed: int
+
+
+def _segment_estimate(prepared: Prepared, index: int, n: int) -> _Estimate:
+    from flor.replay.session import plan_replay
+
+    run, options = prepared.run, prepared.options
+    decided = plan_replay(
+        runs.as_rank(run, prepared.world.rank),
+        options.source or "",
+        options.script or "",
+        replace(options, segment=(index, n)),
+        prepared.world.in_step,
+    )
+    probed = ", ".join(sorted(decided.probed)) or "none"
+    lines = [
+        f"segment {index}/{n}: iterations {ranges(sorted(decided.live))}; probed blocks: {probed}"
+    ]
+    seconds, echoed, restored, ran = 0.0, 0, 0, 0
+    for g, action in enumerate(decided.plan.actions):
+        if action in (DEAD, ECHO):
+            echoed += action == ECHO
+            continue
+        skipped = g in decided.plan.entries or (g in run.commits and not decided.probed)
+        restored, ran = restored + skipped, ran + 1
+        it_time = run.timings.get(g, 0.0)
+        seconds += it_time - run.block_timings.get(g, 0.0) if skipped else it_time
+        lines.append(
+            f"  iteration {g:>5}  {action:<7}  block {'restore' if skipped else 'execute'}"
+        )
+    if echoed:
+        lines.append(f"  {echoed} more not run: their recorded output is printed")
+    return _Estimate(lines, seconds, restored, ran - restored)

@@ -30,10 +30,12 @@ def run_segments(
     workers: int,
     progress: Callable[[str], None],
     meanwhile: Callable[[], None] = lambda: None,
+    label: Callable[[int], str] | None = None,
 ) -> list[SegmentFailure]:
     """Run segments 1..count, at most ``workers`` at once; return the ones that failed.
     ``meanwhile`` runs once the first workers started (they import torch meanwhile); if it
-    raises, the workers are stopped."""
+    raises, the workers are stopped. ``label``: how progress names a segment."""
+    label = label or (lambda index: f"segment {index}/{count}")
     pending = list(range(1, count + 1))
     running: dict[
         int, tuple[subprocess.Popen[bytes], float, tempfile._TemporaryFileWrapper[bytes]]
@@ -66,9 +68,9 @@ def run_segments(
             errors.close()
             seconds = time.perf_counter() - started
             if proc.returncode in (0, DIVERGED):  # diverged: its result says where
-                progress(f"segment {index}/{count} done in {seconds:.1f}s")
+                progress(f"{label(index)} done in {seconds:.1f}s")
             else:
                 failures.append(SegmentFailure(index, proc.returncode, stderr))
-                progress(f"segment {index}/{count} failed (exit status {proc.returncode})")
+                progress(f"{label(index)} failed (exit status {proc.returncode})")
         time.sleep(0.02)
     return failures

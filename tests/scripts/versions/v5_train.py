@@ -1,0 +1,21 @@
+"""Version 5: the evaluation helper moved to helpers.py."""
+
+import torch
+from helpers import evaluate
+
+torch.manual_seed(0)
+X = torch.randn(64, 4)
+Y = (X.sum(1) > 0).long()
+model = torch.nn.Sequential(
+    torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)
+)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+
+for epoch in range(4):
+    for i in range(0, 64, 16):
+        loss = torch.nn.functional.cross_entropy(model(X[i : i + 16]), Y[i : i + 16])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print(f"epoch {epoch} loss {loss.item():.4f} acc {evaluate(model, X, Y):.3f}")  # @outside: print(f"epoch {epoch} weight norm {model[0].weight.norm().item():.6f}")
