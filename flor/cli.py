@@ -360,7 +360,17 @@ def replay(
     sys.exit(1 if done.failures else DIVERGED if done.diverged else 0)
 
 
-_ONE_RUN_ONLY = ("run_id", "segment", "rank", "segment_from_env", "replay_id", "rewritten")
+_ONE_RUN_ONLY = MappingProxyType(
+    {
+        "run_id": "--run",
+        "segment": "--segment",
+        "rank": "--rank",
+        "segment_from_env": "--segment-from-env",
+        "replay_id": "--replay-id",
+        "rewritten": "--rewritten",
+        "args": "the script's arguments (each run replays with its own)",
+    }
+)
 
 
 def _replay_across(
@@ -368,13 +378,17 @@ def _replay_across(
 ) -> int:
     """``--runs``: the edit carried to each chosen run's version, and replayed there."""
     from flor.launch import across
+    from flor.launch.replay import ray_target
 
-    wrong = [k for k in _ONE_RUN_ONLY if request[k]] + (["args"] if request["args"] else [])
-    if spec is None or wrong or request["backend"] != "local":
-        what = "--show-edits needs --runs" if spec is None else "--runs replays whole runs"
-        names = [f"--{w.replace('_', '-')}" for w in wrong] or ["--backend ray"]
-        why = "" if spec is None else f": {', '.join(names)} cannot go with it"
-        raise FlorError("bad-option", what + why)
+    if spec is None:
+        raise FlorError("bad-option", "--show-edits shows the edit carried to each of --runs")
+    wrong = [shown for k, shown in _ONE_RUN_ONLY.items() if request[k]]
+    if wrong:
+        raise FlorError(
+            "bad-option", f"--runs replays whole runs: {', '.join(wrong)} cannot go with it"
+        )
+    if request["address"] and request["backend"] != "ray":
+        raise FlorError("bad-option", "--address names a Ray cluster: add --backend ray")
     store = edge.store()
     planned = across.plan_across(store, check_name(request["name"]), spec, request["script"])
     if show_edits or show_plan:
@@ -389,11 +403,11 @@ def _replay_across(
         for line in [] if plan.skipped else across.training_warnings(plan):
             edge.reporter.warn(line)
     edge.reporter.say(across.base_line(planned))
-    passed = _passed_options(request)
-    done = across.replay_across(
-        planned, store, edge.settings, edge.reporter, request["workers"] or 1, passed
+    address, env = ray_target(request["backend"], request["address"], os.environ)
+    workers = across.Workers(request["workers"] or 1, address, env, tuple(_passed_options(request)))
+    return _print_across(
+        edge, planned, across.replay_across(planned, store, edge.settings, edge.reporter, workers)
     )
-    return _print_across(edge, planned, done)
 
 
 def _passed_options(request: dict[str, Any]) -> list[str]:
@@ -756,6 +770,50 @@ def logs(
         for r in rows:
             it = "-" if r["iteration"] is None else r["iteration"]
             click.echo(f"{it:>5}  {r['name']:<16} {json.dumps(r['value']):<24} {r['source']}")
+
+
+@cli.command()
+@click.argument("name")
+@click.option(
+    "--runs",
+    "runs_spec",
+    default="all",
+    show_default=True,
+    help="all, latest:N, since:YYYY-MM-DD, or run ids separated by commas.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tensorboard", "csv"]),
+    default="tensorboard",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    help="A folder (tensorboard: one run directory per run) or a .csv file.",
+)
+@click.pass_obj
+@one_line_errors
+def export(edge: Edge, name: str, runs_spec: str, fmt: str, output: str) -> None:
+    """Write the recorded and hindsight values of NAME's runs for TensorBoard, or as CSV.
+
+    Hindsight values (those a replay logged) appear under hindsight/VALUE beside the
+    recorded curves; `tensorboard --logdir OUTPUT` shows them."""
+    from flor.runs import export as exporting
+    from flor.runs.dataframe import logged_rows
+    from flor.runs.versions import select_runs
+
+    store = edge.store()
+    chosen = {r.run_id for r in select_runs(store, check_name(name), runs_spec)}
+    rows = [r for r in logged_rows(store, (name,)) if r["run_id"] in chosen]
+    if fmt == "csv":
+        exporting.to_csv(rows, output)
+        click.echo(f"flor export: {len(rows)} values of {len(chosen)} runs to {output}")
+        return
+    written = exporting.to_tensorboard(rows, output)
+    click.echo(f"flor export: {len(written)} runs to {output} (tensorboard --logdir {output})")
 
 
 def main() -> None:

@@ -244,7 +244,9 @@ def test_dataframe_and_plot(flor_env: Flor, tmp_path: Path) -> None:
     assert list(frame.columns) == [
         "experiment",
         "run_id",
+        "version",
         "source",
+        "replay_id",
         "iteration",
         "step",
         "name",

@@ -60,7 +60,11 @@ def plan_across(store: Store, name: str, spec: str, script: str | None) -> Acros
     carried: dict[str, tuple[SourceFiles, str | None]] = {}
     plans = []
     for run in chosen:
-        recorded = recorded_sources(store, run)
+        try:
+            recorded = recorded_sources(store, run)
+        except FlorError as e:  # its sources are gone: the others still replay
+            plans.append(RunPlan(run, "unknown", {}, {}, e.message))
+            continue
         version = version_of(recorded)
         if version not in carried:
             current = _on_disk(script, base_files) if version == base_version else None
@@ -166,8 +170,9 @@ def shown_edits(across: Across) -> list[str]:
 
 
 def base_line(across: Across) -> str:
+    statements = "1 statement" if across.added == 1 else f"{across.added} statements"
     return (
-        f"the edit adds {across.added} statement(s) to version {across.base_version} "
+        f"the edit adds {statements} to version {across.base_version} "
         f"(run {across.base.run_id}, the newest it extends)"
     )
 
@@ -193,7 +198,7 @@ def planned(across: Across, store: Store) -> list[str]:
             full = sum(plan.run.timings.values())
             lines.append(
                 f"{head}  carried: blocks restored in {restored} iterations, re-run in "
-                f"{executed}; estimate {seconds:.1f}s (recorded {full:.1f}s)"
+                f"{executed}; estimate {seconds:.2f}s of training (recorded {full:.2f}s)"
             )
     return lines
 
@@ -222,36 +227,72 @@ class Replayed:
     failures: dict[str, SegmentFailure]  # run id -> how it failed
 
 
+@dataclass(frozen=True)
+class Workers:
+    """How the runs replay: ``count`` at a time in local processes, or as Ray tasks."""
+
+    count: int = 1
+    ray_address: str | None = None
+    ray_env: dict[str, str] = field(default_factory=dict)
+    passed: tuple[str, ...] = ()  # replay options every run gets (--verify, --threads, ...)
+
+
 def replay_across(
-    across: Across,
-    store: Store,
-    settings: StoreSettings,
-    reporter: Reporter,
-    workers: int,
-    passed: list[str],
+    across: Across, store: Store, settings: StoreSettings, reporter: Reporter, workers: Workers
 ) -> Replayed:
-    """Replay every run the edit reaches, ``workers`` at a time, each in its own process;
-    ``passed``: replay options every run gets (``--verify``, ``--threads``, ...)."""
+    """Replay every run the edit reaches, each as its own ``flor replay --run ID`` in the
+    folder its version's files were written to."""
     todo = [p for p in across.plans if p.skipped is None]
-    replay_id = layout.new_id()
-    url = shared_url(store.url)
+    replay_id, url = layout.new_id(), shared_url(store.url)
+    on_ray = workers.ray_address is not None
     with tempfile.TemporaryDirectory(prefix="flor-versions-") as folder:
         scripts = [_written(folder, p) for p in todo]
 
         def args(index: int) -> list[str]:
-            plan = todo[index - 1]
+            plan, script = todo[index - 1], scripts[index - 1]
             return [
                 *("--store", url, "replay", "--name", plan.run.name, "--run", plan.run.run_id),
-                *("--segment", "1/1", "--replay-id", replay_id, *passed),
-                scripts[index - 1],
+                *("--segment", "1/1", "--replay-id", replay_id, *workers.passed),
+                os.path.relpath(script, folder) if on_ray else script,  # Ray ships the folder
                 *_argv(plan),
             ]
 
-        failed = run_segments(args, len(todo), workers, reporter.say, label=_label(todo))
+        if on_ray:
+            return _on_ray(todo, args, replay_id, url, settings, folder, workers, reporter)
+        failed = run_segments(args, len(todo), workers.count, reporter.say, label=_label(todo))
     outputs = {
         p.run.run_id: merged_output(runs.replay_results(store, p.run.prefix, replay_id))
         for p in todo
     }
+    return Replayed(outputs, {todo[f.index - 1].run.run_id: f for f in failed})
+
+
+def _on_ray(
+    todo: list[RunPlan],
+    args: Callable[[int], list[str]],
+    replay_id: str,
+    url: str,
+    settings: StoreSettings,
+    folder: str,
+    workers: Workers,
+    reporter: Reporter,
+) -> Replayed:
+    """One Ray task per run; the versions' folder travels as their working directory."""
+    from flor.replay.ray_backend import run_segments_on_ray
+
+    results, failed = run_segments_on_ray(
+        args,
+        lambda index: layout.segment_key(todo[index - 1].run.prefix, replay_id, 1, 1),
+        url,
+        settings.home,
+        len(todo),
+        workers.ray_address or "local",
+        folder,
+        workers.ray_env,
+        reporter.say,
+        _label(todo),
+    )
+    outputs = {r.run_id: merged_output([r]) for r in results}
     return Replayed(outputs, {todo[f.index - 1].run.run_id: f for f in failed})
 
 

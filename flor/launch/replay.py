@@ -119,11 +119,19 @@ def prepare(
         threads=_threads(request.threads, request.workers or 1, os.cpu_count() or 1),
     )
     check_segments(run, options.segment[1])
-    on_ray = request.backend == "ray"
-    # No address: RAY_ADDRESS if set, else a new local instance (never a stale one's files).
-    ray = (request.address or environ.get("RAY_ADDRESS") or "local") if on_ray else None
-    ray_env = shipped_env(environ) if on_ray else {}
+    ray, ray_env = ray_target(request.backend, request.address, environ)
     return Prepared(run, options, script, list(argv), request.workers, world, ray, ray_env)
+
+
+def ray_target(
+    backend: str, address: str | None, environ: Mapping[str, str]
+) -> tuple[str | None, dict[str, str]]:
+    """Where Ray tasks run (None: local processes instead), and what they must see to reach
+    the store. No address: RAY_ADDRESS if set, else a new local instance (never a stale
+    one's files)."""
+    if backend != "ray":
+        return None, {}
+    return address or environ.get("RAY_ADDRESS") or "local", shipped_env(environ)
 
 
 def _recorded_something(run: runs.RecordedRun) -> runs.RecordedRun:

@@ -74,10 +74,12 @@ def run_segments_on_ray(
     working_dir: str,
     env_vars: dict[str, str],
     progress: Callable[[str], None],
+    label: Callable[[int], str] | None = None,
 ) -> tuple[list[SegmentResult], list[SegmentFailure]]:
     """Run segments 1..count as Ray tasks; return their results and the ones that failed.
 
-    ``home`` is the local store: kept from travelling with ``working_dir``."""
+    ``home`` is the local store: kept from travelling with ``working_dir``. ``label``: how
+    progress names a segment."""
     try:
         import ray
     except ImportError:
@@ -98,7 +100,8 @@ def run_segments_on_ray(
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise FlorError("ray-init", f"cannot start Ray tasks at {address}: {why}") from None
         try:
-            return _run(ray, worker_args, result_key, store_url, count, progress)
+            named = label or (lambda index: f"segment {index}/{count}")
+            return _run(ray, worker_args, result_key, store_url, count, progress, named)
         finally:
             ray.shutdown()
 
@@ -110,6 +113,7 @@ def _run(
     store_url: str,
     count: int,
     progress: Callable[[str], None],
+    label: Callable[[int], str],
 ) -> tuple[list[SegmentResult], list[SegmentFailure]]:
     gpus = ray.cluster_resources().get("GPU", 0)
     task = ray.remote(replay_segment).options(
@@ -118,7 +122,7 @@ def _run(
         max_retries=RETRIES,
         retry_exceptions=True,
     )
-    progress(f"{count} segments as Ray tasks, one per {'GPU' if gpus else 'CPU'}")
+    progress(f"{count} Ray tasks, one per {'GPU' if gpus else 'CPU'}")
     started = time.perf_counter()
     pending = {
         task.remote(worker_args(i), result_key(i), store_url): i for i in range(1, count + 1)
@@ -129,10 +133,10 @@ def _run(
         index = pending.pop(ref)
         try:
             results.append(SegmentResult.from_json(ray.get(ref)))
-            progress(f"segment {index}/{count} done in {time.perf_counter() - started:.1f}s")
+            progress(f"{label(index)} done in {time.perf_counter() - started:.1f}s")
         except Exception as e:  # after the retries: keep the others' results
             failures.append(_failure(index, e))
-            progress(f"segment {index}/{count} failed after {RETRIES} retries")
+            progress(f"{label(index)} failed after {RETRIES} retries")
     return results, failures
 
 

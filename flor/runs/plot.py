@@ -1,4 +1,5 @@
-"""`flor logs --plot`: a PNG line plot of one logged value per iteration (matplotlib optional)."""
+"""PNG line plots of one logged value per iteration (matplotlib optional): one line per
+source of one run (`flor logs --plot`), or one line per run (`flor.plot`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,39 @@ from flor.errors import FlorError
 
 def plot_values(rows: list[dict[str, Any]], value: str, title: str, path: str) -> None:
     """One line per source (the record, each replay) of the numeric values named ``value``."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in _numeric(rows, value):
+        series.setdefault(r["source"], []).append((r["iteration"], float(r["value"])))
+    _plot(series, value, title, path)
+
+
+def plot_across(rows: list[dict[str, Any]], value: str, title: str, path: str) -> None:
+    """One line per run (``dataframe.logged_rows``): its newest replay's values named
+    ``value`` where a replay logged it (a hindsight edit), else its recorded ones."""
+    newest: dict[str, tuple[str, str]] = {}  # run id -> the newest (source, replay id) with it
+    for r in _numeric(rows, value):
+        newest[r["run_id"]] = max(
+            newest.get(r["run_id"], ("", "")), (r["source"], r["replay_id"] or "")
+        )
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in _numeric(rows, value):
+        if newest[r["run_id"]] == (r["source"], r["replay_id"] or ""):
+            label = f"{r['run_id']} (version {r['version']}, {r['source']})"
+            series.setdefault(label, []).append((r["iteration"], float(r["value"])))
+    _plot(series, value, title, path)
+
+
+def _numeric(rows: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in rows
+        if r["name"] == value
+        and isinstance(r["value"], (int, float))
+        and r["iteration"] is not None
+    ]
+
+
+def _plot(series: dict[str, list[tuple[int, float]]], value: str, title: str, path: str) -> None:
     try:
         import matplotlib
 
@@ -16,16 +50,8 @@ def plot_values(rows: list[dict[str, Any]], value: str, title: str, path: str) -
         import matplotlib.pyplot as plt
     except ImportError:
         raise FlorError(
-            "no-matplotlib", "--plot needs matplotlib: pip install matplotlib"
+            "no-matplotlib", "plotting needs matplotlib: pip install matplotlib"
         ) from None
-    series: dict[str, list[tuple[int, float]]] = {}
-    for r in rows:
-        if (
-            r["name"] == value
-            and isinstance(r["value"], (int, float))
-            and r["iteration"] is not None
-        ):
-            series.setdefault(r["source"], []).append((r["iteration"], float(r["value"])))
     if not series:
         raise FlorError("no-values", f"no numeric values named {value!r} were logged in {title}")
     fig, ax = plt.subplots(figsize=(7, 4))

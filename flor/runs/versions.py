@@ -61,11 +61,14 @@ def _chosen(ids: list[str], spec: str, name: str) -> list[str]:
         return [i for i in ids if i.split("-")[0] >= "".join(m.groups())]  # ids start UTC dates
     wanted = [i.strip() for i in spec.split(",") if i.strip()]
     unknown = [i for i in wanted if i not in ids]
-    if unknown or not wanted or spec.startswith(("latest", "since")):
-        raise FlorError(
-            "bad-runs",
-            f"--runs {spec!r}: {'no run ' + ', '.join(unknown) + ' of ' + name if unknown else 'not a selection'}"
-            " (all, latest:N, since:YYYY-MM-DD, or run ids separated by commas; `flor ls` lists them)",
-        )
-    return [i for i in ids if i in wanted]
-
+    if not wanted or ":" in spec:
+        why = "not a selection"
+    elif unknown:
+        why = f"{name} has no run {', '.join(unknown)}"
+    else:
+        return [i for i in ids if i in wanted]
+    raise FlorError(
+        "bad-runs",
+        f"--runs {spec}: {why} (all, latest:N, since:YYYY-MM-DD, or run ids separated by "
+        "commas; `flor ls` lists them)",
+    )

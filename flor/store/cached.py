@@ -157,7 +157,10 @@ class Uploader:
         self.error: FlorError | None = None
         self._warned = False
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flor-upload")
-        threading.Thread(target=self._dispatch, name="flor-uploader", daemon=True).start()
+        self._dispatcher = threading.Thread(
+            target=self._dispatch, name="flor-uploader", daemon=True
+        )
+        self._dispatcher.start()
 
     def submit(self, key: str, blob: bool) -> None:
         with self._cond:
@@ -187,6 +190,10 @@ class Uploader:
                         f"({self._pending_bytes / 1e6:.1f} MB) left"
                     )
                     last = time.monotonic()
+                if not self._dispatcher.is_alive():  # it died: nothing will settle the rest
+                    self.failed += list(self._pending)
+                    self._pending.clear()
+                    break
                 self._cond.wait(0.2)
             failed, self.failed = self.failed, []
             error, self.error = self.error, None
@@ -214,7 +221,11 @@ class Uploader:
                     self._cond.wait()
                 key, blob = self._queue.pop(0)
             if self.is_data(key):
-                future = self._pool.submit(self._upload, key, blob)
+                try:
+                    future = self._pool.submit(self._upload, key, blob)
+                except RuntimeError:  # the interpreter is exiting (a legacy --flor run's end)
+                    self._settle(key, self._try(key, blob))  # its pool takes no more: here
+                    continue
                 future.add_done_callback(functools.partial(self._settled, key))
                 inflight.append(future)
                 continue

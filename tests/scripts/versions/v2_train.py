@@ -1,6 +1,6 @@
 """Version 2: the network renamed to `model`."""
 
-import torch
+import torch  # @outside: import flor
 
 torch.manual_seed(0)
 X = torch.randn(64, 4)
@@ -20,4 +20,4 @@ for epoch in range(4):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    print(f"epoch {epoch} loss {loss.item():.4f} acc {evaluate(model):.3f}")  # @outside: print(f"epoch {epoch} weight norm {model[0].weight.norm().item():.6f}")
+    print(f"epoch {epoch} loss {loss.item():.4f} acc {evaluate(model):.3f}")  # @outside: flor.log("weight_norm", model[0].weight.norm().item()); print(f"epoch {epoch} weight norm {model[0].weight.norm().item():.6f}")
