@@ -21,7 +21,7 @@ EDITED = (
 )
 
 
-def _write_version(folder: Path, k: int, kind: str = "none") -> Path:
+def write_version(folder: Path, k: int, kind: str = "none") -> Path:
     """Version ``k``'s files in ``folder``, its ``@outside`` markers applied for ``kind``."""
     folder.mkdir(exist_ok=True)
     (folder / "train.py").write_text(hindsight((VERSIONS / f"v{k}_train.py").read_text(), kind))
@@ -40,21 +40,21 @@ def _versions_recorded(f: Flor, recordings: Recordings) -> list[str]:
 
     def record(template: Flor) -> list[str]:
         for k in range(1, 6):
-            _write_version(template.work, k)
+            write_version(template.work, k)
             template.cli("run", "--name", "mv", "train.py", FLOR_EPSILON="1e9")
         return [p.name for p in sorted((template.home / "mv").iterdir())]
 
     ids = recordings.into(f, ("versions",), record)
-    _write_version(f.work, 5, "outside")
+    write_version(f.work, 5, "outside")
     return ids
 
 
-def _by_hand(f: Flor, k: int) -> str:
+def by_hand(f: Flor, k: int) -> str:
     """What a plain run of version ``k`` with the statements inserted by hand prints."""
-    return f.python(_write_version(f.work / f"by-hand-{k}", k, "outside")).stdout
+    return f.python(write_version(f.work / f"by-hand-{k}", k, "outside")).stdout
 
 
-def _sections(stdout: str) -> dict[str, str]:
+def sections(stdout: str) -> dict[str, str]:
     """``==> mv/ID (version V) <==`` headers and what follows each, by run id."""
     parts = re.split(r"^==> mv/(\S+) \(version \w+\) <==\n", stdout, flags=re.M)
     assert parts[0] == ""
@@ -72,7 +72,7 @@ def test_one_edit_replays_in_every_run_at_its_own_version(
 ) -> None:
     f = flor_env
     ids = _versions_recorded(f, recordings)
-    truths = {ids[k - 1]: _by_hand(f, k) for k in range(2, 6)}
+    truths = {ids[k - 1]: by_hand(f, k) for k in range(2, 6)}
     assert all(t.count("weight norm") == 4 for t in truths.values())
 
     edits = f.cli("replay", "--name", "mv", "--runs", "all", "--show-edits", "train.py").stdout
@@ -82,7 +82,7 @@ def test_one_edit_replays_in_every_run_at_its_own_version(
     args = ("replay", "--name", "mv", "--runs", "all", "--workers", "2", "train.py")
     proc, backwards = f.counting_backwards("across", args, check=False)
     assert proc.returncode == SKIPPED, proc.stderr
-    assert _sections(proc.stdout) == truths  # v1 skipped; v2-v5 each as its hand-edited run
+    assert sections(proc.stdout) == truths  # v1 skipped; v2-v5 each as its hand-edited run
     assert backwards <= 0.25 * 4 * 16  # restored, not re-trained: at most a quarter of 4 runs
     (skipped,) = [line for line in proc.stderr.splitlines() if "skipped:" in line]
     assert skipped.startswith(
@@ -159,6 +159,15 @@ def test_mistakes_are_one_line_errors_and_change_nothing_recorded(
         assert proc.returncode == 2 and proc.stdout == "", (args, proc.stderr)
         assert proc.stderr.startswith(f"flor: error: {message}") and proc.stderr.count("\n") == 1
 
+    plan = f.cli(
+        "replay", "--name", "mv", "--runs", "all", "--plan", "train.py"
+    ).stdout.splitlines()
+    assert plan[0].startswith("the edit adds 2 statements to version ") and ids[4] in plan[0]
+    assert plan[1].startswith(f"run {ids[0]}  version ") and "  skipped: the script: " in plan[1]
+    for line, run_id in zip(plan[2:], ids[1:], strict=True):
+        assert line.startswith(f"run {run_id}  version ")
+        assert "carried: blocks restored in 4 iterations, re-run in 0; estimate " in line
+
     # An edit that only rewrites a statement extends no recorded version.
     script = f.work / "train.py"
     script.write_text(script.read_text().replace("lr=0.05", "lr=0.5"))
@@ -169,7 +178,7 @@ def test_mistakes_are_one_line_errors_and_change_nothing_recorded(
 
     # A run whose sources are gone is skipped with one line; an edit that changes training
     # is warned of in each run it reaches.
-    _write_version(f.work, 5, "outside")
+    write_version(f.work, 5, "outside")
     script.write_text(
         script.read_text().replace("import flor\n", "import flor\ntorch.manual_seed(1)\n")
     )
@@ -183,7 +192,7 @@ def test_mistakes_are_one_line_errors_and_change_nothing_recorded(
     )
     reseeds = [line for line in proc.stderr.splitlines() if "reseeds" in line]
     assert len(reseeds) == 1 and reseeds[0].startswith(f"flor: warning: run {ids[4]}: train.py:")
-    assert list(_sections(proc.stdout)) == [ids[4]]
+    assert list(sections(proc.stdout)) == [ids[4]]
     assert _store_digest(f.home) == before
 
 

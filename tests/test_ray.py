@@ -121,3 +121,24 @@ def test_a_segment_that_keeps_failing_is_reported_and_the_rest_kept(
     assert "segment 1/2 done" in out.stderr
     truth = f.truth(edited(f), *ARGS)
     assert out.stdout == truth[: truth.index("  train epoch 4 ")]  # segment 1's epochs 1-3
+
+
+def test_runs_at_their_own_versions_as_ray_tasks(flor_env: Flor, ray_head: str) -> None:
+    """``--runs`` on Ray: one task per run, each version's files shipped (a project file
+    included)."""
+    from test_across_versions import by_hand, sections, write_version
+
+    f = flor_env
+    f.extra.update(NO_TOKEN)
+    for k in (4, 5):
+        write_version(f.work, k)
+        f.cli("run", "--name", "mv", "train.py", FLOR_EPSILON="1e9")
+    ids = [p.name for p in sorted((f.home / "mv").iterdir())]
+    truths = {ids[0]: by_hand(f, 4), ids[1]: by_hand(f, 5)}
+    write_version(f.work, 5, "outside")
+    out = f.cli(
+        "replay", "--name", "mv", "--runs", "all", "--workers", "2",
+        "--backend", "ray", "--address", ray_head,
+    )  # fmt: skip
+    assert sections(out.stdout) == truths
+    assert f"run {ids[0]} (version " in out.stderr and "2 of 2 runs replayed" in out.stderr

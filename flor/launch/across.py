@@ -66,6 +66,9 @@ def plan_across(store: Store, name: str, spec: str, script: str | None) -> Acros
             plans.append(RunPlan(run, "unknown", {}, {}, e.message))
             continue
         version = version_of(recorded)
+        if run.meta.module:  # its files would run as files, not as the package's module
+            plans.append(RunPlan(run, version, recorded, recorded, _AS_MODULE))
+            continue
         if version not in carried:
             current = _on_disk(script, base_files) if version == base_version else None
             carried[version] = (current, None) if current else _carried(recorded, edits)
@@ -73,6 +76,9 @@ def plan_across(store: Store, name: str, spec: str, script: str | None) -> Acros
         plans.append(RunPlan(run, version, recorded, files, skipped))
     added = sum(len(a.statements) for e in edits.values() for a in e.added)
     return Across(base, base_version, added, plans)
+
+
+_AS_MODULE = "it ran as `python -m MODULE`, which --runs does not replay yet (--run ID does)"
 
 
 def _base(

@@ -54,7 +54,10 @@ def _plot(series: dict[str, list[tuple[int, float]]], value: str, title: str, pa
         ) from None
     if not series:
         raise FlorError("no-values", f"no numeric values named {value!r} were logged in {title}")
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = plt.subplots(figsize=(7, 4))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations
     for source, points in sorted(series.items()):
         points.sort()
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=source)
