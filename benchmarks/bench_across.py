@@ -22,11 +22,11 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_sparse import timed  # a whole process's wall seconds and stdout
 
 HERE = Path(__file__).resolve().parent
 SOURCE = (HERE / "shapes" / "epoch_loop.py").read_text()
@@ -38,15 +38,6 @@ VERSIONS = {
 RUNS = ["v1", "v2", "v3", "v3"]  # the versions recorded, in order
 ANCHOR = '    print(f"epoch {epoch} loss {loss.item():.4f} acc {acc:.4f}")\n'
 EDIT = '    print(f"  hindsight weight norm {model[0].weight.norm():.4f}")\n'
-
-
-def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
-    return seconds, proc.stdout
 
 
 def sections(stdout: str) -> list[str]:

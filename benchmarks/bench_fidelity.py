@@ -1,13 +1,15 @@
 """Replay fidelity and rerun share on the shapes of PATTERNS.md section D.
 
-    python benchmarks/bench_fidelity.py [--epsilon 0.0667]
+    python benchmarks/bench_fidelity.py [--epsilon 0.0667] [--records 2]
 
 For each script in tests/scripts/fidelity (and the hand-annotated ones beside it): a
 plain run, `flor run` (or `--flor`) under the default budget, the `# @outside:`
 hindsight edit, then `flor replay`. It reports whether the replay printed exactly
 what a full run of the edited script prints, and the share of the full run's
 backward passes the replay executed (counted in-process by
-tests/counting/sitecustomize.py), with wall times, at one torch thread.
+tests/counting/sitecustomize.py), with wall times, at one torch thread. ``--records 2``
+records each script twice and replays the second run, as a script trained again is: a loop
+of no length (``count()``) takes its start-up allowance's spread from the run before.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str, in
     return elapsed, proc.stdout, sum(int(p.read_text()) for p in folder.glob("*.count"))
 
 
-def case(name: str, hand: bool, epsilon: str, work: Path) -> str:
+def case(name: str, hand: bool, epsilon: str, work: Path, records: int = 1) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_")}
     env.update(FLOR_HOME=str(work / "home"), FLOR_EPSILON=epsilon, OMP_NUM_THREADS="1")
     env.update(PYTHONHASHSEED="0")
@@ -57,7 +59,8 @@ def case(name: str, hand: bool, epsilon: str, work: Path) -> str:
     script = work / Path(name).name
     script.write_text(hindsight(source, "none"))
     record = [str(script), "--flor", "x"] if hand else ["-m", "flor.cli", "run", "--name", "x"]
-    run(record + ([] if hand else [script.name]), env, work)
+    for _ in range(records):
+        run(record + ([] if hand else [script.name]), env, work)
     script.write_text(hindsight(source, "outside"))
     plain_s, truth, full = run([str(script)], env, work)
     replay = [str(script), "--flor", "x", "--replay_flor"] if hand else []
@@ -74,13 +77,14 @@ def case(name: str, hand: bool, epsilon: str, work: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epsilon", default=str(1 / 15))
+    parser.add_argument("--records", type=int, default=1, help="record each script N times")
     args = parser.parse_args()
-    print(f"epsilon {float(args.epsilon):.4f}, OMP_NUM_THREADS=1")
+    print(f"epsilon {float(args.epsilon):.4f}, OMP_NUM_THREADS=1, {args.records} record(s)")
     print("| script | replay vs full run | backward passes replayed | full run | replay |")
     print("|---|---|---|---|---|")
     for name, hand in CASES:
         with tempfile.TemporaryDirectory() as tmp:
-            print(case(name, hand, args.epsilon, Path(tmp)), flush=True)
+            print(case(name, hand, args.epsilon, Path(tmp), args.records), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The recorder's parts, in-process: clock, writer, checkpointer, journal."""
+"""The recorder's parts, in-process: clock, writer, checkpointer, journal; and the start-up
+allowance of a loop of no length, end to end."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import sys
 from pathlib import Path
 
 import torch
+from conftest import Flor
 
 from flor import runs
 from flor.replay.loader import CheckpointLoader
@@ -90,3 +92,50 @@ def test_the_journal_writes_what_the_catalogue_reads(tmp_path: Path) -> None:
     assert run.iterations == 2 and run.complete and run.timings == {0: 0.5, 1: 0.5}
     assert run.commits == {}, "a commit without blocks holds no checkpoint"
     assert (tmp_path / "exp/r1/logs/00000000.jsonl").exists()
+
+
+UNBOUNDED = """
+import itertools
+import time
+
+import torch
+
+import flor
+
+time.sleep(1.5)  # the script's own start-up: loading data, building a model
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in flor.it(itertools.count()):
+    if flor.SkipBlock.step_into("step"):
+        loss = model(torch.randn(16, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model, opt = flor.SkipBlock.end(model, opt)
+    if step == 199:
+        break
+"""
+
+
+def test_a_loop_of_no_length_spreads_its_start_up_allowance_over_the_last_run_s_length(
+    flor_env: Flor,
+) -> None:
+    """``count()`` has no ``len()``: the first run of it gets no start-up allowance, the next
+    one takes the loop's length from it and spreads its checkpoints over the whole loop."""
+    f = flor_env
+    script = f.work / "unbounded.py"
+    script.write_text(UNBOUNDED)
+    for _ in range(2):
+        f.python(script, "--flor", "cnt")
+    store = LocalStore(str(f.home))
+    first, second = runs.list_runs(store, "cnt")
+
+    def committed(run_id: str) -> list[int]:
+        return sorted(runs.load_run(store, "cnt", run_id).commits)
+
+    assert len(committed(second)) >= len(committed(first)) + 5, (
+        committed(first),
+        committed(second),
+    )
+    assert max(committed(second)) >= 150  # spread over the loop, not spent at its start

@@ -24,6 +24,7 @@ from flor.replay.local import SegmentFailure, run_segments
 from flor.replay.merge import merged_output
 from flor.runs import layout
 from flor.runs.versions import SourceFiles, entry_name, recorded_sources, select_runs, version_of
+from flor.runtime.process.options import read_script
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ENTRY
 from flor.store import Store, StoreSettings, shared_url
@@ -48,13 +49,13 @@ class Across:
     base_version: str
     added: int  # statements the edit adds, in all files
     plans: list[RunPlan]
-    argv: dict[str, list[str]] = field(default_factory=dict)
 
 
 def plan_across(store: Store, name: str, spec: str, script: str | None) -> Across:
     """The chosen runs of ``name``, each with the edit on disk carried to its version."""
     chosen = select_runs(store, name, spec)
     script = script or chosen[-1].meta.script or ""
+    read_script(script)  # one line if it is gone
     base, base_files, edits = _base(store, name, script)
     base_version = version_of(base_files)
     carried: dict[str, tuple[SourceFiles, str | None]] = {}
@@ -102,9 +103,9 @@ def _base(
             return run, recorded, {p: e for p, e in edits.items() if e.added}
     raise FlorError(
         "no-base",
-        f"{script} only adds statements to no recorded version of {name}: a multi-run replay "
-        "carries added statements; replay one run with `flor replay --name "
-        f"{name} --run ID` instead",
+        f"{script} is no recorded version of {name} with statements added: --runs carries "
+        "added statements only (an edit that also changes or removes one extends no version); "
+        f"replay one run with `flor replay --name {name} --run ID`",
     )
 
 

@@ -169,7 +169,8 @@ def as_rank(run: RecordedRun, rank: int) -> RecordedRun:
     return replace(chosen, others=tuple(j for j in journals if j is not chosen))
 
 
-def _load_journal(store: Store, name: str, run_id: str, rank: int) -> RecordedRun:
+def load_head(store: Store, name: str, run_id: str, rank: int = 0) -> RecordedRun:
+    """A run's metadata and files, its journal not read (what its code version needs)."""
     prefix = rank_prefix(run_prefix(name, run_id), rank)
     try:
         meta = RunMeta.from_json(get_json(store, meta_key(prefix)))
@@ -178,7 +179,12 @@ def _load_journal(store: Store, name: str, run_id: str, rank: int) -> RecordedRu
         whose = f" (rank {rank})" if rank else ""
         raise FlorError("bad-run", f"run {name}/{run_id}{whose} is damaged: {e}") from None
     project = _project(store, prefix, name, run_id)
-    run = RecordedRun(name, run_id, meta, source, project=project, rank=rank)
+    return RecordedRun(name, run_id, meta, source, project=project, rank=rank)
+
+
+def _load_journal(store: Store, name: str, run_id: str, rank: int) -> RecordedRun:
+    run = load_head(store, name, run_id, rank)
+    prefix = run.prefix
     for key in store.keys(journal_folder(prefix)):
         try:
             data = get_json(store, key)

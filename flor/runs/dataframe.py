@@ -12,7 +12,7 @@ from typing import Any
 
 from flor.errors import FlorError
 from flor.runs import layout, query
-from flor.runs.catalogue import list_experiments, list_runs, load_run
+from flor.runs.catalogue import list_experiments, list_runs, load_head
 from flor.runs.versions import recorded_sources, version_of
 from flor.store import Store, StoreSettings
 
@@ -53,7 +53,7 @@ def logged_rows(store: Store, names: tuple[str, ...] = ()) -> list[dict[str, Any
 
 def _version(store: Store, experiment: str, run_id: str) -> str:
     try:
-        return version_of(recorded_sources(store, load_run(store, experiment, run_id)))
+        return version_of(recorded_sources(store, load_head(store, experiment, run_id)))
     except FlorError:
         return "unknown"
 

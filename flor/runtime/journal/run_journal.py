@@ -56,6 +56,24 @@ class RunJournal:
             entries.append({"path": f.path, "module": f.module, **shas})
         layout.put_json(self.store, layout.project_key(self.prefix), {"files": entries})
 
+    def previous_length(self, name: str, script: str | None, looked_at: int = 5) -> int:
+        """The iterations the newest finished run of ``name`` with the same script recorded,
+        among its ``looked_at`` newest runs (0: none)."""
+        for run_id in sorted(self.store.children(name), reverse=True)[:looked_at]:
+            try:
+                meta = RunMeta.from_json(
+                    layout.get_json(self.store, layout.meta_key(layout.run_prefix(name, run_id)))
+                )
+            except (
+                KeyError,
+                ValueError,
+                TypeError,
+            ):  # this run's own, not written yet, or another's damaged
+                continue
+            if meta.status == "finished" and meta.script == script and meta.iterations > 0:
+                return meta.iterations
+        return 0
+
     def write_meta(self, meta: RunMeta) -> None:
         layout.put_json(self.store, layout.meta_key(self.prefix), meta.to_json())
 

@@ -164,12 +164,15 @@ class Recorder(Session):
 
     def _allow_startup(self, iterable: Any) -> None:
         """Tell the policy the script's own start-up (the process's age, less flor's) and the
-        main loop's length, where the loop has one."""
+        main loop's length: its ``len()``, else what the newest finished run of this
+        experiment and script ran (a ``count()`` or while loop most likely runs about as long
+        again; the first run of one gets no allowance)."""
         try:
             length = len(iterable)
-        except Exception:  # no length (a generator, a while condition): no allowance
-            return
-        self.policy.allow_startup(process_age() - self.policy.fixed, length)
+        except Exception:  # a generator, a while condition
+            length = self.journal.previous_length(self.options.name, self.options.script)
+        if length > 0:
+            self.policy.allow_startup(process_age() - self.policy.fixed, length)
 
     def _begin(self, iteration: int, value: Any, loop_frame: Frame) -> None:
         """``loop_frame``: the frame running the ``for`` over ``flor.it`` (our caller)."""
