@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -38,6 +38,9 @@ from flor.sources import ENTRY, SourceFile
 from flor.store import Store, StoreSettings
 from flor.transform.report import ProjectInstrumented
 from flor.transform.sharding import sharded_state
+
+if TYPE_CHECKING:
+    from flor.launch.across import Across, Replayed
 
 STARTED = time.perf_counter()  # flor run charges its own start-up to the run's budget
 
@@ -418,7 +421,7 @@ def _passed_options(request: dict[str, Any]) -> list[str]:
     return passed + (["--threads", request["threads"]] if request["threads"] else [])
 
 
-def _print_across(edge: Edge, planned: Any, done: Any) -> int:
+def _print_across(edge: Edge, planned: Across, done: Replayed) -> int:
     """Each replayed run's output under a header, failures' errors, and the summary line."""
     replayed = [p for p in planned.plans if p.skipped is None and p.run.run_id not in done.failures]
     for plan in planned.plans:
@@ -803,16 +806,19 @@ def export(edge: Edge, name: str, runs_spec: str, fmt: str, output: str) -> None
     recorded curves; `tensorboard --logdir OUTPUT` shows them."""
     from flor.runs import export as exporting
     from flor.runs.dataframe import logged_rows
-    from flor.runs.versions import select_runs
+    from flor.runs.versions import select_run_ids
 
     store = edge.store()
-    chosen = {r.run_id for r in select_runs(store, check_name(name), runs_spec)}
+    chosen = set(select_run_ids(store, check_name(name), runs_spec))
     rows = [r for r in logged_rows(store, (name,)) if r["run_id"] in chosen]
-    if fmt == "csv":
-        exporting.to_csv(rows, output)
-        click.echo(f"flor export: {len(rows)} values of {len(chosen)} runs to {output}")
-        return
-    written = exporting.to_tensorboard(rows, output)
+    try:
+        if fmt == "csv":
+            exporting.to_csv(rows, output)
+            click.echo(f"flor export: {len(rows)} values of {len(chosen)} runs to {output}")
+            return
+        written = exporting.to_tensorboard(rows, output)
+    except OSError as e:
+        raise FlorError("bad-output", f"cannot write {output}: {e.strerror or e}") from None
     click.echo(f"flor export: {len(written)} runs to {output} (tensorboard --logdir {output})")
 
 

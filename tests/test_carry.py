@@ -125,3 +125,12 @@ def test_refuses_where_no_neighbour_is_left() -> None:
 def test_a_file_that_does_not_parse_is_a_one_line_error() -> None:
     with pytest.raises(FlorError, match="train.py"):
         edit_of(BASE, "for :\n", "train.py")
+
+
+def test_an_if_is_found_by_its_whole_test_only() -> None:
+    """A loop is still found when its range changed; another `if` is another place."""
+    base = "for e in range(3):\n    if e % 2 == 0:\n        a = e\n"
+    edited = base + "        print(a)\n"
+    older = base.replace("e % 2 == 0", "e > 1")
+    assert "its enclosing `if e % 2 == 0:` is not in this version" in refusal(older, base, edited)
+    assert carried(base.replace("range(3)", "range(5)"), base, edited).endswith("print(a)\n")

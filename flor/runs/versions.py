@@ -44,12 +44,17 @@ def entry_name(run: RecordedRun) -> str:
 
 
 def select_runs(store: Store, name: str, spec: str) -> list[RecordedRun]:
-    """The runs of ``name`` that ``spec`` names, oldest first: ``all``, ``latest:N``,
-    ``since:YYYY-MM-DD``, or run ids separated by commas."""
+    """The runs of ``name`` that ``spec`` names, oldest first (``select_run_ids``)."""
+    return [load_run(store, name, run_id) for run_id in select_run_ids(store, name, spec)]
+
+
+def select_run_ids(store: Store, name: str, spec: str) -> list[str]:
+    """The ids of the runs of ``name`` that ``spec`` names, oldest first: ``all``,
+    ``latest:N``, ``since:YYYY-MM-DD``, or run ids separated by commas."""
     ids = list_runs(store, name)
     if not ids:
         raise FlorError("no-run", f"no recorded run named {name!r} in {store.url}")
-    return [load_run(store, name, run_id) for run_id in _chosen(ids, spec, name)]
+    return _chosen(ids, spec, name)
 
 
 def _chosen(ids: list[str], spec: str, name: str) -> list[str]:

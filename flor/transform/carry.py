@@ -132,18 +132,21 @@ def _key(module: cst.Module, node: cst.BaseStatement) -> str:
 
 
 def _loose(module: cst.Module, node: cst.BaseStatement) -> str:
-    """A compound statement's kind and the name it binds (the loop variable, the function
-    or class): it still finds a loop whose range or a function whose arguments changed."""
+    """A loop's variable, or a function's or class's name: it still finds a loop whose range
+    or a function whose arguments changed. Other statements (an ``if``, a ``with``) only by
+    their whole header: another ``if`` is another place."""
     stmt = _header(module, node).body[0]
     if isinstance(stmt, (ast.For, ast.AsyncFor)):
         return f"for {ast.unparse(stmt.target)}"
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return f"def {stmt.name}"
-    return type(stmt).__name__
+    return _key(module, node)
 
 
 def _shown(module: cst.Module, node: cst.BaseStatement) -> str:
-    return module.code_for_node(node).strip("\n").splitlines()[-1 if not _suites(node) else 0]
+    """The statement's first line of code (its comments above it left out)."""
+    lines = module.code_for_node(node).splitlines()
+    return next((s.strip() for s in lines if s.strip() and not s.strip().startswith("#")), "")
 
 
 # -- alignment: the edited file against its base ------------------------------------------
