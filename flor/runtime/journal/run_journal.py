@@ -64,11 +64,7 @@ class RunJournal:
                 meta = RunMeta.from_json(
                     layout.get_json(self.store, layout.meta_key(layout.run_prefix(name, run_id)))
                 )
-            except (
-                KeyError,
-                ValueError,
-                TypeError,
-            ):  # this run's own, not written yet, or another's damaged
+            except (KeyError, ValueError, TypeError):  # gone since listed, or damaged
                 continue
             if meta.status == "finished" and meta.script == script and meta.iterations > 0:
                 return meta.iterations
