@@ -410,6 +410,7 @@ class _Estimate:
 
 
 def _segment_estimate(prepared: Prepared, index: int, n: int) -> _Estimate:
+    """Segment ``index`` of ``n``: a line per iteration it runs, and its estimated seconds."""
     from flor.replay.session import plan_replay
 
     run, options = prepared.run, prepared.options
