@@ -88,7 +88,7 @@ def _base(
     """The newest run whose files the script on disk (and the project files beside it)
     only add statements to, those files, and the edit of each."""
     for run_id in reversed(runs.list_runs(store, name)):
-        run = runs.load_run(store, name, run_id)
+        run = runs.load_head(store, name, run_id)
         try:
             recorded = recorded_sources(store, run)
         except FlorError:
@@ -202,7 +202,7 @@ def planned(across: Across, store: Store) -> list[str]:
                 os.environ,
             )
             seconds, restored, executed = estimate_seconds(prepared)
-            full = sum(plan.run.timings.values())
+            full = sum(prepared.run.timings.values())
             lines.append(
                 f"{head}  carried: blocks restored in {restored} iterations, re-run in "
                 f"{executed}; estimate {seconds:.2f}s of training (recorded {full:.2f}s)"

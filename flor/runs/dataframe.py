@@ -51,6 +51,27 @@ def logged_rows(store: Store, names: tuple[str, ...] = ()) -> list[dict[str, Any
     return [{c: r.get(c) for c in COLUMNS} for r in rows]
 
 
+def numeric(rows: list[dict[str, Any]], name: str | None = None) -> list[dict[str, Any]]:
+    """The rows with a number for a value, logged in an iteration (of ``name`` only, if given):
+    what a plot or a TensorBoard curve can show."""
+    return [
+        r
+        for r in rows
+        if isinstance(r["value"], (int, float))
+        and r["iteration"] is not None
+        and (name is None or r["name"] == name)
+    ]
+
+
+def newest_replays(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Run id -> the newest replay among ``rows`` of that run (replay ids sort by time)."""
+    newest: dict[str, str] = {}
+    for r in rows:
+        if r["source"] == "replay":
+            newest[r["run_id"]] = max(newest.get(r["run_id"], ""), r["replay_id"] or "")
+    return newest
+
+
 def _version(store: Store, experiment: str, run_id: str) -> str:
     try:
         return version_of(recorded_sources(store, load_head(store, experiment, run_id)))

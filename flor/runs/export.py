@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from flor.errors import FlorError
-from flor.runs.dataframe import COLUMNS
+from flor.runs.dataframe import COLUMNS, newest_replays, numeric
 
 HINDSIGHT = "hindsight/"  # the tag prefix of values a replay logged
 
@@ -53,11 +53,8 @@ def to_tensorboard(rows: list[dict[str, Any]], folder: str) -> list[str]:
 
 def _scalars(rows: Iterable[dict[str, Any]]) -> dict[str, list[tuple[str, int, float]]]:
     """Run id -> (tag, step, value): recorded values, and those of each run's newest replay."""
-    rows = [r for r in rows if isinstance(r["value"], (int, float)) and r["iteration"] is not None]
-    newest: dict[str, str] = {}
-    for r in rows:
-        if r["source"] == "replay":
-            newest[r["run_id"]] = max(newest.get(r["run_id"], ""), r["replay_id"] or "")
+    rows = numeric(list(rows))
+    newest = newest_replays(rows)
     found: dict[str, list[tuple[str, int, float]]] = {}
     for r in rows:
         if r["source"] == "replay" and r["replay_id"] != newest[r["run_id"]]:

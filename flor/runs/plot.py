@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from flor.errors import FlorError
+from flor.runs.dataframe import newest_replays, numeric
 
 
 def plot_values(rows: list[dict[str, Any]], value: str, title: str, path: str) -> None:
     """One line per source (the record, each replay) of the numeric values named ``value``."""
     series: dict[str, list[tuple[int, float]]] = {}
-    for r in _numeric(rows, value):
+    for r in numeric(rows, value):
         series.setdefault(r["source"], []).append((r["iteration"], float(r["value"])))
     _plot(series, value, title, path)
 
@@ -19,27 +20,14 @@ def plot_values(rows: list[dict[str, Any]], value: str, title: str, path: str) -
 def plot_across(rows: list[dict[str, Any]], value: str, title: str, path: str) -> None:
     """One line per run (``dataframe.logged_rows``): its newest replay's values named
     ``value`` where a replay logged it (a hindsight edit), else its recorded ones."""
-    newest: dict[str, tuple[str, str]] = {}  # run id -> the newest (source, replay id) with it
-    for r in _numeric(rows, value):
-        newest[r["run_id"]] = max(
-            newest.get(r["run_id"], ("", "")), (r["source"], r["replay_id"] or "")
-        )
+    rows = numeric(rows, value)
+    newest = newest_replays(rows)  # runs with none plot their recorded values
     series: dict[str, list[tuple[int, float]]] = {}
-    for r in _numeric(rows, value):
-        if newest[r["run_id"]] == (r["source"], r["replay_id"] or ""):
+    for r in rows:
+        if r["replay_id"] == newest.get(r["run_id"]):  # a record row's is None
             label = f"{r['run_id']} (version {r['version']}, {r['source']})"
             series.setdefault(label, []).append((r["iteration"], float(r["value"])))
     _plot(series, value, title, path)
-
-
-def _numeric(rows: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
-    return [
-        r
-        for r in rows
-        if r["name"] == value
-        and isinstance(r["value"], (int, float))
-        and r["iteration"] is not None
-    ]
 
 
 def _plot(series: dict[str, list[tuple[int, float]]], value: str, title: str, path: str) -> None:

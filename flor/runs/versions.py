@@ -12,7 +12,7 @@ import os
 import re
 
 from flor.errors import FlorError
-from flor.runs.catalogue import RecordedRun, list_runs, load_run, recorded_original
+from flor.runs.catalogue import RecordedRun, list_runs, load_head, recorded_original
 from flor.sources import ENTRY
 from flor.store import Store
 
@@ -44,8 +44,9 @@ def entry_name(run: RecordedRun) -> str:
 
 
 def select_runs(store: Store, name: str, spec: str) -> list[RecordedRun]:
-    """The runs of ``name`` that ``spec`` names, oldest first (``select_run_ids``)."""
-    return [load_run(store, name, run_id) for run_id in select_run_ids(store, name, spec)]
+    """The runs of ``name`` that ``spec`` names, oldest first (``select_run_ids``): their
+    metadata and files, not their journals (each run's own replay reads its journal)."""
+    return [load_head(store, name, run_id) for run_id in select_run_ids(store, name, spec)]
 
 
 def select_run_ids(store: Store, name: str, spec: str) -> list[str]:
