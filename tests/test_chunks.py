@@ -149,3 +149,30 @@ def test_a_chunk_thinning_deleted_is_stored_again(tmp_path: object) -> None:
     c.chunks.forget(list(c.chunks.held))
     _, stored, back = c.take(t)
     assert stored > 0 and torch.equal(back, t)
+
+
+def test_a_tensor_written_in_place_is_copied_without_a_compare(tmp_path: object) -> None:
+    """Autograd's counter moved: the tensor was written to, and is copied without reading
+    its previous copy. Written back to the same bits, its chunks are still not stored again."""
+    c = _Checkpoints(tmp_path)
+    t = torch.ones(512, 256)
+    c.take(t)
+    t.mul_(1.0)  # a write, to the same bits
+    copied, stored, back = c.take(t)
+    assert copied == t.numel() * 4 and stored == 0
+    assert torch.equal(back, t)
+
+
+def test_a_tensor_that_changes_whole_still_stores_only_what_changed(tmp_path: object) -> None:
+    """A parameter changes whole at every step, so its later copies skip the chunk compare
+    (every chunk is hashed instead); a step that changes one chunk adds that chunk alone."""
+    c = _Checkpoints(tmp_path)
+    t = torch.arange(512 * 256, dtype=torch.float32).reshape(512, 256)  # no two chunks alike
+    c.take(t)
+    for step in range(1, 6):
+        t.add_(1.0)
+        _, stored, back = c.take(t)
+        assert stored == t.numel() * 4 and torch.equal(back, t), step
+    t[300, 7] = -1.0
+    _, stored, back = c.take(t)
+    assert stored == CHUNK_BYTES and torch.equal(back, t)

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from flor.runtime.checkpoints.policy import CheckpointPolicy, round_period
+from flor.runtime.checkpoints.policy import CheckpointPolicy, Decision, round_period
 
 
 def _simulate(epsilon: float, iteration: float, cost: float, n: int) -> list[int]:
@@ -150,3 +152,40 @@ def test_a_commit_charged_after_it_settled_counts_in_its_checkpoints_cost() -> N
     policy.charge(0, 0.002)  # the commit itself, measured after it
     assert policy.spent == pytest.approx(0.012)
     assert not policy._pending and list(policy._recent) == [pytest.approx(0.012)]
+
+
+def test_what_surely_skips_decide_skips_too() -> None:
+    """``surely_skips`` spares most iterations of a fast loop the whole decision: wherever
+    it says SKIP, ``decide`` says so too, whatever is charged in between (a random walk of
+    charges, bookkeeping, start-up allowances and periodic tests)."""
+    rng = random.Random(7)
+    for _ in range(200):
+        policy = CheckpointPolicy(rng.choice([0.0, 0.01, 1 / 15, 0.5]), periodic=True)
+        policy.charge_fixed(rng.random() * 0.5)
+        if rng.random() < 0.5:
+            policy.allow_startup(rng.random() * 3, rng.randrange(1, 500))
+        compute, fast = 0.0, 0
+        for g in range(300):
+            compute += rng.random() * 0.01
+            policy.bookkeeping += rng.random() * 0.002
+            sure = policy.surely_skips(compute, g)
+            decided = policy.decide(compute, g, lambda: rng.random() < 0.1)
+            assert not sure or decided == Decision.SKIP, (g, compute)
+            fast += sure
+            if decided:
+                policy.charge(g, rng.random() * 0.05)
+                policy.settle(g)
+    assert fast > 0, "the shortcut is taken"
+
+
+def test_journaling_in_a_commit_is_not_what_a_checkpoint_costs() -> None:
+    """A checkpoint's commit journals the iterations since the entry before: that share is
+    the journal's, so the next checkpoints are expected to cost the checkpoint alone (every
+    second is still charged to the budget)."""
+    policy = CheckpointPolicy(1 / 15)
+    policy.charge(0, 0.004)  # the stall
+    policy.move_to_journaling(0, 0.003)  # inside the commit, before it settles
+    policy.settle(0)
+    policy.charge(0, 0.005)  # the data and the commit, as the writer measured them
+    assert list(policy._recent) == [pytest.approx(0.006)]
+    assert policy.spent + policy.journaling == pytest.approx(0.009)

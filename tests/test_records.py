@@ -23,14 +23,14 @@ def test_records_round_trip_their_json() -> None:
             }
         },  # fmt: skip
         "stdout": {"3": "epoch 3\n"},
-        "timings": {"2": 0.5, "3": 0.25},
-        "block_timings": {"3": 0.2},
+        "timings_us": {"2": 500000, "3": 250001},
+        "block_timings_us": {"3": 200000},
     }
     typed = Commit.from_json(commit)
-    assert typed.timings == {2: 0.5, 3: 0.25} and typed.blocks["train/0"].holds == ("loss",)
+    assert typed.timings == {2: 0.5, 3: 0.250001} and typed.blocks["train/0"].holds == ("loss",)
     assert json.loads(json.dumps(typed.to_json(), sort_keys=True)) == commit  # as stored
     loop = {"loop": 0, "first": 0, "count": 4, "status": "exhausted", "stdout": {},
-            "timings": {}, "block_timings": {}}  # fmt: skip
+            "timings_us": {}, "block_timings_us": {}}  # fmt: skip
     assert LoopEnd.from_json(loop).end == 4 and LoopEnd.from_json(loop).to_json() == loop
     segment = {"run_id": "r", "segment": [1, 2], "iterations": [0, 1], "probed": [],
                "output": {"pre": "", "0": "a\n"}, "logs": [], "finished": 1.0,
@@ -39,6 +39,8 @@ def test_records_round_trip_their_json() -> None:
 
 
 def test_older_records_load_and_keep_what_they_do_not_know() -> None:
+    seconds = Commit.from_json({"iteration": 3, "timings": {"3": 0.25}, "block_timings": {}})
+    assert seconds.timings == {3: 0.25} and seconds.to_json()["timings_us"] == {3: 250000}
     entry = CheckpointEntry.from_json({"key": "k", "sha256": "s", "bytes": 1})
     assert (entry.objs, entry.holds, entry.bound) == (None, None, None)  # the plan then asks
     meta = RunMeta.from_json({"name": "n", "argv": ["t.py", "3"], "someday": {"x": 1}})

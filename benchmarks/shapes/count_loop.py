@@ -23,8 +23,10 @@ for step in itertools.count():
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    # HINDSIGHT-EVERY
     if step % 500 == 0:
         print(f"step {step} loss {loss.item():.6f}")
+        # HINDSIGHT-SPARSE
     if loss.item() < target:
         break
 print(f"converged at step {step}")

@@ -31,4 +31,5 @@ for epoch in range(epochs):
     with torch.no_grad():
         acc = (model(X[11520:]).argmax(1) == y[11520:]).float().mean().item()
     print(f"epoch {epoch} loss {loss.item():.4f} acc {acc:.4f}")
+    # HINDSIGHT-SPARSE
 print(f"loop {time.perf_counter() - started:.3f} s", file=sys.stderr)

@@ -31,6 +31,8 @@ for step in range(steps):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    # HINDSIGHT-EVERY
     if step % 100 == 0:
         print(f"step {step} loss {loss.item():.4f}")
+        # HINDSIGHT-SPARSE
 print(f"loop {time.perf_counter() - started:.3f} s", file=sys.stderr)

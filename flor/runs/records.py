@@ -1,9 +1,11 @@
 """The records a run is made of, typed: what its JSON files hold, and nothing else.
 
 Each record reads itself from JSON (``from_json``) and writes itself back
-(``to_json``) in exactly the format the store has always held, so runs
-recorded before these types existed still load: fields a record does not know
-are kept in ``extra`` and written back, and fields it lacks take defaults.
+(``to_json``) in the format the store has held, so runs recorded before these
+types existed still load: fields a record does not know are kept in ``extra``
+and written back, and fields it lacks take defaults. One change since: timings
+are written as ``timings_us`` (whole microseconds); ``timings`` in seconds still
+loads.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class _Record:
 
     @classmethod
     def from_json(cls: type[R], data: Mapping[str, Any]) -> R:
+        data = _in_seconds(data)
         known = {f.name for f in fields(cls)} - {"extra"}
         values = {k: cls._decode(k, v) for k, v in data.items() if k in known}
         return cls(**values, extra={k: v for k, v in data.items() if k not in known})
@@ -39,7 +42,9 @@ class _Record:
             value = getattr(self, f.name)
             if f.name == "extra" or (not value and f.name in self._newer):
                 continue
-            if f.name in _PER_ITERATION and type(value) is dict:
+            if f.name in _MICROSECONDS:
+                out[f"{f.name}_us"] = {k: round(v * 1e6) for k, v in value.items()}
+            elif f.name in _PER_ITERATION and type(value) is dict:
                 out[f.name] = value  # {iteration: number or plain dict}: json writes it as is
             else:
                 out[f.name] = _jsonable(value)
@@ -66,6 +71,21 @@ def _jsonable(value: Any) -> Any:
 
 
 _PER_ITERATION = frozenset({"timings", "block_timings", "scalars"})
+# Seconds per iteration, stored as whole microseconds under NAME_us: an int is written
+# several times faster than a float's shortest repr, for every iteration of a run.
+_MICROSECONDS = frozenset({"timings", "block_timings"})
+
+
+def _in_seconds(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``data`` with its NAME_us fields as NAME, in seconds (entries written before them
+    hold seconds already)."""
+    stored = [name for name in _MICROSECONDS if f"{name}_us" in data]
+    if not stored:
+        return data
+    out = {k: v for k, v in data.items() if k[:-3] not in stored or not k.endswith("_us")}
+    for name in stored:
+        out[name] = {k: v / 1e6 for k, v in data[f"{name}_us"].items()}
+    return out
 
 
 def _by_iteration(value: Mapping[str, Any]) -> dict[int, Any]:

@@ -59,13 +59,7 @@ class IterationClock:
         self._stall += seconds
 
     def take(self) -> tuple[dict[int, float], dict[int, float]]:
-        """Seconds per iteration, and in its blocks, since the last journal entry (to be
-        ``rounded`` by the writer thread)."""
+        """Seconds per iteration, and in its blocks, since the last journal entry."""
         timings, self._timings = self._timings, {}
         blocks, self._block_seconds = self._block_seconds, {}
         return timings, blocks
-
-
-def rounded(seconds: dict[int, float]) -> dict[int, float]:
-    """To the microsecond: what the journal keeps."""
-    return {k: round(v, 6) for k, v in seconds.items()}

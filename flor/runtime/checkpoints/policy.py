@@ -42,6 +42,8 @@ training outlasts its start-up is budgeted as before.
 from __future__ import annotations
 
 import enum
+import math
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -70,6 +72,10 @@ class CheckpointPolicy:
         self._expected: float | None = None  # the next one's cost (None: nothing charged yet)
         self._settled = -1  # the last checkpoint settled: the newest in _recent
         self._lock = threading.Lock()  # the writer thread charges too
+        # Below both, ``decide`` surely says SKIP (``surely_skips``): set when it last found
+        # everything spent above the budget, which only grows with training.
+        self._skip_compute = 0.0
+        self._skip_iteration = 0
 
     def should_checkpoint(
         self, compute: float, iteration: int = 0, preferred: Callable[[], bool] | None = None
@@ -87,12 +93,16 @@ class CheckpointPolicy:
             return Decision.TAKE
         compute = self.budgeted(compute, iteration)
         budget = self.epsilon * compute
-        spent = self._charged() + min(self.fixed, budget / 2)  # start-up: paid off at half rate
+        charged = self._charged()
+        spent = charged + min(self.fixed, budget / 2)  # start-up: paid off at half rate
+        if spent > budget:
+            self._skip_below(charged + min(charged, self.fixed))
+            return Decision.SKIP
         if spent + expected > budget:
             # The eve of the loop's periodic work may overdraw the budget by one checkpoint:
             # early in a run, before the budget has grown to two checkpoints, the first
             # periodic iteration gets one too. Later ones wait until training has paid for it.
-            if spent <= budget and preferred is not None and preferred():
+            if preferred is not None and preferred():
                 return Decision.PREFERRED
             return Decision.SKIP
         if preferred is not None and preferred():
@@ -104,9 +114,29 @@ class CheckpointPolicy:
         on_round = (iteration + 1) % round_period(affordable) == 0
         return Decision.TAKE if on_round else Decision.SKIP
 
+    def surely_skips(self, compute: float, iteration: int) -> bool:
+        """Whether ``decide`` would say SKIP now, at the cost of two compares: what was spent
+        when it last said so is still above the budget (what is spent only grows). Most
+        iterations of a loop of sub-millisecond steps ask only this."""
+        return compute < self._skip_compute and iteration < self._skip_iteration
+
+    def _skip_below(self, spent: float) -> None:
+        """The budget is below ``spent`` until training reaches these (the budget is
+        ``epsilon`` times the larger of training and the start-up's share: both grow)."""
+        if self.epsilon <= 0:
+            self._skip_compute, self._skip_iteration = math.inf, sys.maxsize
+            return
+        self._skip_compute = spent / self.epsilon
+        allowance = self.epsilon * self.startup
+        if self.length <= 0 or allowance < spent:
+            self._skip_iteration = sys.maxsize  # the start-up's share never reaches it
+        else:  # epsilon * startup * (i + 1) / length < spent
+            self._skip_iteration = max(math.ceil(spent * self.length / allowance) - 1, 0)
+
     def allow_startup(self, seconds: float, length: int) -> None:
         """The script spent ``seconds`` before a loop of ``length`` iterations."""
         self.startup, self.length = max(seconds, 0.0), length
+        self._skip_compute, self._skip_iteration = 0.0, 0  # the budget grows differently now
 
     def budgeted(self, compute: float, iteration: int) -> float:
         """The seconds the budget is a fraction of by ``iteration``: the training so far, or
@@ -131,6 +161,13 @@ class CheckpointPolicy:
             else:
                 self._pending[iteration] = self._pending.get(iteration, 0.0) + seconds
             self._estimate()
+
+    def move_to_journaling(self, iteration: int, seconds: float) -> None:
+        """``seconds`` the writer will charge to the checkpoint of ``iteration`` were
+        journaling: charged to it as they come, they would make every checkpoint look as
+        dear as the iterations since the one before (before it settles)."""
+        self.charge(iteration, -seconds)
+        self.charge(-1, seconds)
 
     def _estimate(self) -> None:
         """The next checkpoint's expected cost: the mean of the recent ones (under the lock)."""

@@ -32,7 +32,7 @@ from typing import Any
 from flor.runs import layout, retention
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpoints.checkpointer import Checkpointer, Written
-from flor.runtime.checkpoints.clock import IterationClock, process_age, rounded
+from flor.runtime.checkpoints.clock import IterationClock, process_age
 from flor.runtime.checkpoints.policy import CheckpointPolicy, Decision
 from flor.runtime.checkpoints.thinning import Dropped, Piece, Thinning
 from flor.runtime.checkpoints.writer import BackgroundWriter
@@ -212,13 +212,17 @@ class Recorder(Session):
 
         def commit() -> None:
             entries = {label: f.result().entry for label, f in blocks.items()}
-            timed = rounded(timings), rounded(block_timings)
-            self.journal.commit(Commit(g, entries, stdout, *timed, scalars.changes()), logs)
+            start = time.thread_time()
+            commit = Commit(g, entries, stdout, timings, block_timings, scalars.changes())
+            self.journal.commit(commit, logs)
             if blocks:
+                # Journaling the iterations since the last entry is the journal's cost, not
+                # g's: the policy learns what one more checkpoint costs.
+                self.policy.move_to_journaling(g, time.thread_time() - start)
                 self.policy.settle(g)  # the commit made g visible
                 self._thin(g, [f.result() for f in blocks.values()], preferred)
 
-        # Only a checkpoint's commit is charged to it; the others are the journal's (-1).
+        # A checkpoint's commit is charged to it; the others are the journal's (-1).
         self._committed = self.writer.submit(g if blocks else -1, commit, commit=bool(blocks))
         self.written.extend(blocks.values())
 
@@ -267,8 +271,8 @@ class Recorder(Session):
             self.next_iteration - first,
             status,
             stdout,
-            rounded(timings),
-            rounded(block_timings),
+            timings,
+            block_timings,
             self.scalars.take().changes(),
         )
         logs, self.logs = self.logs, []
@@ -310,7 +314,10 @@ class Recorder(Session):
         """Whether iteration ``g`` is checkpointed: the policy's call, alone; in a job, what
         rank 0 decided one iteration ahead (every rank then knows it before it is needed)."""
         if self.job is None:
-            decided = self.policy.decide(compute, g, self._periodic_ahead(g, frame, 1))
+            if self.policy.surely_skips(compute, g):
+                decided = Decision.SKIP
+            else:
+                decided = self.policy.decide(compute, g, self._periodic_ahead(g, frame, 1))
         elif self.job.rank == 0:
             decided = self._ahead
         elif self._points == 0:

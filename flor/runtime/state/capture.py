@@ -56,7 +56,8 @@ class Snapshot:
     (address, dtype, shape): a large tensor whose bits still equal its copy's is not
     copied again but shares that copy, whose chunks are stored already. The compare
     reads every byte, so a write that bypassed autograd's version counter (``.data``,
-    a numpy view) is seen.
+    a numpy view) is seen; a tensor whose counter moved was written to, and is copied
+    without one (an optimizer's parameters and moments, every step).
     """
 
     def __init__(self, previous: dict[tuple[Any, ...], torch.Tensor] | None = None) -> None:
@@ -73,16 +74,31 @@ class Snapshot:
         t = t.detach()
         source = (t.data_ptr(), t.dtype, tuple(t.shape))
         prev = self.previous.get(source)
-        if prev is not None and torch.equal(as_words(prev), as_words(t)):
+        version = _version(t)
+        if (
+            prev is not None
+            and version == getattr(prev, "_flor_version", None)  # else surely written to
+            and torch.equal(as_words(prev), as_words(t))
+        ):
             self.current[source] = prev
             return prev
         self.nbytes += nbytes
         new = t.clone()
+        new._flor_version = version  # type: ignore[attr-defined]
         if prev is not None:  # its writer compares chunks with this one's: most may be equal
             prev.__dict__.pop("_flor_prev", None)  # a chain would hold every old copy
             new._flor_prev = prev  # type: ignore[attr-defined]
         self.current[source] = new
         return new
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """Autograd's count of in-place writes to ``t`` (None where torch keeps none). A
+    changed count means a write; an equal one proves nothing (``.data``, numpy views)."""
+    try:
+        return int(t._version)
+    except RuntimeError:  # an inference-mode tensor
+        return None
 
 
 def _comparable(t: torch.Tensor) -> bool:

@@ -11,7 +11,8 @@ Two shortcuts spare the hashing, both exact:
   ``Snapshot.copy``) already carries its chunks' hashes (``_flor_chunks``);
 - a fresh copy of the same source carries the previous copy (``_flor_prev``):
   chunks whose bytes equal the previous copy's keep its hashes, the rest are
-  hashed (one vectorized compare, far cheaper than SHA-256).
+  hashed (one vectorized compare, cheaper than SHA-256; skipped, but for every
+  ``RECOMPARE``-th copy, where the last one found no chunk equal).
 
 ``held`` is what this run knows the store holds, so that known chunks cost no
 store round trip; thinning tells it what it deleted (``forget``).
@@ -28,6 +29,7 @@ from flor.runs.layout import blob_key
 from flor.store import Store
 
 CHUNK_BYTES = 64 * 1024
+RECOMPARE = 4
 
 
 class Chunks:
@@ -47,13 +49,7 @@ class Chunks:
         raw = flat.numpy().data  # a memoryview of the copy: no bytes copied
         shas = getattr(t, "_flor_chunks", None)
         if shas is None:
-            prev: torch.Tensor | None = getattr(t, "_flor_prev", None)
-            old = getattr(prev, "_flor_chunks", None)  # None: its write failed or is pending
-            same = _same_chunks(prev, flat) if prev is not None and old is not None else None
-            shas = [
-                old[i] if old is not None and same is not None and same[i] else _sha(raw, i)
-                for i in range(_count(len(raw)))
-            ]
+            shas = _hashes(t, flat, raw)
         self._put(raw, shas, out)
         t._flor_chunks = shas  # type: ignore[attr-defined]  # all stored: reusable
         t.__dict__.pop("_flor_prev", None)
@@ -74,6 +70,21 @@ class Chunks:
                     out.created.add(sha)
                 self.held.add(sha)
             out.blobs[sha] = len(piece)
+
+
+def _hashes(t: torch.Tensor, flat: torch.Tensor, raw: memoryview) -> list[str]:
+    """The chunks' hashes of a fresh copy: the previous copy's where the bytes are equal.
+    A tensor whose every chunk changed last time (a parameter, an optimizer's moment) is
+    compared again only every ``RECOMPARE``-th time: it most likely changed whole again."""
+    prev: torch.Tensor | None = getattr(t, "_flor_prev", None)
+    old = getattr(prev, "_flor_chunks", None)  # None: its write failed or is pending
+    count = _count(len(raw))
+    if prev is None or old is None:
+        return [_sha(raw, i) for i in range(count)]
+    unlike = getattr(prev, "_flor_unlike", 0)  # copies in a row without an equal chunk
+    same = _same_chunks(prev, flat) if unlike % RECOMPARE == 0 else None
+    t._flor_unlike = 0 if same and any(same) else unlike + 1  # type: ignore[attr-defined]
+    return [old[i] if same is not None and same[i] else _sha(raw, i) for i in range(count)]
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
