@@ -28,6 +28,19 @@ print("done")
 """
 
 
+DQN_LOOP = """\
+import flor
+for step in flor.it(range(n)):
+    if flor.SkipBlock.step_into("act"):
+        env_step()
+    flor.SkipBlock.end()
+    if step > learning_starts and step % 4 == 0:
+        update()
+    if step % 100 == 0:
+        print("step", step)
+"""
+
+
 def edit(old: str, new: str) -> str:
     assert old in LOOP
     return LOOP.replace(old, new)
@@ -275,3 +288,15 @@ def test_a_project_is_analysed_in_the_file_that_holds_the_loop() -> None:
     in_callback = entry.replace("    pass", "    print(1)")
     dense = analyze_project(recorded, edited(**{"main.py": in_callback}), "main.py")
     assert not dense.sparse and "main.py changed" in (dense.dense or "")
+
+
+def test_a_test_that_starts_firing_often_is_not_rare_from_then_on() -> None:
+    """A DQN's update (``step > learning_starts and step % 4 == 0``) never fires for its
+    first 500 steps, then in one step of four: from then on its eve is not preferred, and
+    the logging branch's (every 100 steps) is."""
+    found = periodic(DQN_LOOP)
+    ahead = Lookahead(Guards(found.guards, found), dict(found.steps))
+    lookup = lookup_in({"learning_starts": 500})
+    fired = [g for g in range(2000) if ahead.next_fires(g, {"@": 0}, lookup)]
+    late = [g for g in fired if g > 600]
+    assert late and all((g + 1) % 100 == 0 for g in late), late[:10]

@@ -12,6 +12,7 @@ assume the test holds.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import CodeType
 from typing import Any, Protocol
@@ -103,17 +104,19 @@ class Guards:
 class Lookahead:
     """A recording's own periodic tests, evaluated for the iteration after the open one.
 
-    Only *rare* tests count (firing in at most one of ``RARE`` iterations, as seen so
-    far): evaluation and logging branches, not an update every 4 steps.
+    Only *rare* tests count (firing in at most one of ``RARE`` iterations, as seen over
+    the last ``WINDOW`` evaluations): evaluation and logging branches, not an update
+    every 4 steps; and not a DQN's update test either once its learning has started,
+    however long it did not fire before.
     """
 
     RARE = 10
+    WINDOW = 5 * RARE
 
     def __init__(self, guards: Guards, steps: Mapping[str, int]) -> None:
         self.guards = guards
         self.steps = steps  # counter -> how much one pass of the body advances it
-        self.seen = [0] * len(guards.guards)
-        self.fired = [0] * len(guards.guards)
+        self.recent = [deque[bool](maxlen=self.WINDOW) for _ in guards.guards]
 
     def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup, ahead: int = 1) -> bool:
         """Whether a rare test fires in iteration ``g + ahead``; ``known``: what ``g`` started
@@ -123,13 +126,13 @@ class Lookahead:
             if name in then:
                 then[name] += step * ahead
         fires = False
-        for i in range(len(self.seen)):
+        for i in range(len(self.recent)):
             holds = self.guards.holds(i, g + ahead, then, lookup)
             if holds is None:
                 continue
-            self.seen[i] += 1
-            self.fired[i] += holds
-            rare = self.seen[i] >= self.RARE and self.fired[i] * self.RARE <= self.seen[i]
+            recent = self.recent[i]
+            recent.append(holds)
+            rare = len(recent) >= self.RARE and sum(recent) * self.RARE <= len(recent)
             fires = fires or (holds and rare)
         return fires
 
