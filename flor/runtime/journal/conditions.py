@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from types import CodeType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 MISSING = object()
 Lookup = Callable[[str], Any]  # a name the loop never assigns -> its value, or MISSING
@@ -48,7 +47,6 @@ class Guards:
         self.guards = [[(_compile(t), t, dict(t.shifts)) for t in guard] for guard in guards]
         self.targets = dict(facts.targets)
         self.counters = facts.counters
-        self._no_builtins: dict[str, Any] = {"__builtins__": {}}
 
     def any_holds(self, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool | None:
         """Whether some guard holds in iteration ``g``, whose starting values are ``known``."""
@@ -63,8 +61,8 @@ class Guards:
     def holds(self, i: int, g: int, known: Mapping[str, Any], lookup: Lookup) -> bool | None:
         """Whether guard ``i`` holds in iteration ``g``; None if that is not known."""
         unknown = False
-        for code, test, shifts in self.guards[i]:
-            value = self._evaluate(code, test.names, shifts, g, known, lookup)
+        for compiled, test, shifts in self.guards[i]:
+            value = self._evaluate(compiled, test.names, shifts, g, known, lookup)
             if value is None:
                 unknown = True
             elif value != test.holds:
@@ -73,14 +71,14 @@ class Guards:
 
     def _evaluate(
         self,
-        code: CodeType,
+        test: Callable[..., Any],
         reads: tuple[str, ...],
         shifts: dict[str, int],
         g: int,
         known: Mapping[str, Any],
         lookup: Lookup,
     ) -> bool | None:
-        names: dict[str, Any] = {}
+        values: list[Any] = []
         for name in reads:
             if name in self.targets:
                 offset = known.get(self.targets[name])
@@ -94,9 +92,9 @@ class Guards:
                 value = lookup(name)
             if value is MISSING:
                 return None
-            names[name] = value
+            values.append(value)
         try:
-            return bool(eval(code, self._no_builtins, names))
+            return bool(test(*values))
         except Exception:  # a value of another type than recorded: not known
             return None
 
@@ -107,7 +105,8 @@ class Lookahead:
     Only *rare* tests count (firing in at most one of ``RARE`` iterations, as seen over
     the last ``WINDOW`` evaluations): evaluation and logging branches, not an update
     every 4 steps; and not a DQN's update test either once its learning has started,
-    however long it did not fire before.
+    however long it did not fire before. A test that fires often is evaluated only at
+    every ``RARE``-th call, enough to see it turn rare.
     """
 
     RARE = 10
@@ -117,6 +116,8 @@ class Lookahead:
         self.guards = guards
         self.steps = steps  # counter -> how much one pass of the body advances it
         self.recent = [deque[bool](maxlen=self.WINDOW) for _ in guards.guards]
+        self.fired = [0] * len(guards.guards)  # in recent
+        self.calls = 0
 
     def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup, ahead: int = 1) -> bool:
         """Whether a rare test fires in iteration ``g + ahead``; ``known``: what ``g`` started
@@ -125,20 +126,36 @@ class Lookahead:
         for name, step in self.steps.items():
             if name in then:
                 then[name] += step * ahead
+        self.calls += 1
         fires = False
-        for i in range(len(self.recent)):
+        for i, recent in enumerate(self.recent):
+            if self.calls % self.RARE and self._frequent(i):
+                continue  # frequent lately: its eves are not preferred
             holds = self.guards.holds(i, g + ahead, then, lookup)
             if holds is None:
                 continue
-            recent = self.recent[i]
+            self.fired[i] += holds - (recent[0] if len(recent) == self.WINDOW else 0)
             recent.append(holds)
-            rare = len(recent) >= self.RARE and sum(recent) * self.RARE <= len(recent)
-            fires = fires or (holds and rare)
+            fires = fires or (holds and self._rare(i))
         return fires
 
+    def _rare(self, i: int) -> bool:
+        """Test ``i`` fired in at most one of ``RARE`` of its recent evaluations."""
+        seen = len(self.recent[i])
+        return seen >= self.RARE and self.fired[i] * self.RARE <= seen
 
-def _compile(t: Test) -> CodeType:
-    return compile(t.test, f"<line {t.line}>", "eval")
+    def _frequent(self, i: int) -> bool:
+        """Test ``i`` fired in more than one of ``RARE`` of its last ``WINDOW`` evaluations."""
+        return len(self.recent[i]) == self.WINDOW and self.fired[i] * self.RARE > self.WINDOW
+
+
+def _compile(t: Test) -> Callable[..., Any]:
+    """The test as a function of the names it reads, in order, without builtins (a
+    function's arguments are read faster than an ``eval``'s dict of names)."""
+    source = f"def test({', '.join(t.names)}):\n    return ({t.test})\n"
+    namespace: dict[str, Any] = {"__builtins__": {}}
+    exec(compile(source, f"<line {t.line}>", "exec"), namespace)
+    return cast("Callable[..., Any]", namespace["test"])
 
 
 def lookup_in(names: Mapping[str, Any]) -> Lookup:

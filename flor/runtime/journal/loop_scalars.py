@@ -50,10 +50,12 @@ class LoopScalars:
             now: Any = {
                 k: v for k, v in names.items() if type(v) in _KINDS and not k.startswith("_flor")
             }
-        else:
+        elif watched:
             # Anything but a counter is None here, as a missing name is: a name bound to a
             # batch or a tensor is not kept alive until the journal entry is written.
             now = tuple([v if type(v) in _KINDS else None for v in map(names.get, watched)])
+        else:  # the loop has no counters: its value alone (a step loop over range())
+            now = ()
         # Not the loop's value itself, which may be a batch: only what of it is a counter.
         self._last = (iteration, scope, now, _loop_counter(value, iteration))
         self._rows.append(self._last)
