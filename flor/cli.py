@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -204,6 +204,7 @@ def run(
     Everything after SCRIPT belongs to the script, unchanged. Replay runs it the same way.
     """
     from flor.launch.record import Rewritten, instrumented_project, record_here
+    from flor.launch.start import loop_tests
     from flor.launch.startup import while_torch_imports
 
     if epsilon <= 0:
@@ -217,7 +218,8 @@ def run(
     def rewrite(reporter: Reporter) -> Rewritten:
         rewritten = instrumented_project(script, original, reporter, module)
         _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
-        return rewritten
+        found = loop_tests(os.path.abspath(script), rewritten.source, rewritten.project)
+        return replace(rewritten, loop=found)
 
     rewritten = while_torch_imports(rewrite, edge.reporter)
     options = Options(
@@ -233,7 +235,8 @@ def run(
         spawned=rewritten.spawned,
         argv=(script, *args),
     )
-    sys.exit(record_here(options, edge.store(spool=True), edge.reporter, STARTED))
+    store = edge.store(spool=True)
+    sys.exit(record_here(options, store, edge.reporter, STARTED, rewritten.loop))
 
 
 def _refuse_sharded(files: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flor import runs
 from flor.launch import import_hook
@@ -21,6 +22,9 @@ from flor.sources import ENTRY, ProjectFile, SourceFile, project_sources
 from flor.store import Store
 from flor.transform.fingerprints import block_openings
 
+if TYPE_CHECKING:
+    from flor.transform.hindsight import Hindsight
+
 
 @dataclass(frozen=True)
 class Rewritten:
@@ -29,6 +33,7 @@ class Rewritten:
     source: str
     project: tuple[ProjectFile, ...] = ()
     spawned: bool = False  # its main loop runs in the processes its mp.spawn starts
+    loop: Hindsight | None = None  # its loop's own tests (``start.loop_tests``), if found
 
 
 def instrumented_project(
@@ -64,14 +69,19 @@ def instrumented_project(
 
 
 def record_here(
-    options: Options, store: Store, reporter: Reporter, started: float | None = None
+    options: Options,
+    store: Store,
+    reporter: Reporter,
+    started: float | None = None,
+    loop: Hindsight | None = None,
 ) -> int:
     """Record ``options.script`` in this process; the exit status (the script's, or 2 if
-    uploads failed). ``started``: when flor's start-up began, charged to the run's budget."""
+    uploads failed). ``started``: when flor's start-up began, charged to the run's budget;
+    ``loop``: the script's loop tests, found while torch imported."""
     torch_import = import_torch()  # first: the recorder imports it too
     from flor.runtime.loop.recorder import Recorder
 
-    session = start(options, store, reporter)
+    session = start(options, store, reporter, loop=loop)
     if started is not None and isinstance(session, Recorder):  # not a spawning parent
         session.charge_setup(max(time.perf_counter() - started - torch_import, 0.0))
     argv = list(options.argv or ())[1:]

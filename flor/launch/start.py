@@ -34,13 +34,22 @@ if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays
     from flor.runtime.loop.session import Session
     from flor.runtime.process.job import Job
     from flor.runtime.process.reporter import Reporter
+    from flor.sources import ProjectFile
     from flor.store import Store
+    from flor.transform.hindsight import Hindsight
 
 
-def start(options: Options, store: Store, reporter: Reporter, job: Job | None = None) -> Session:
+def start(
+    options: Options,
+    store: Store,
+    reporter: Reporter,
+    job: Job | None = None,
+    loop: Hindsight | None = None,
+) -> Session:
     """Build the session ``options`` ask for, install it, and make FlorErrors one line.
     ``job``: this process is that rank of a job the script's ``mp.spawn`` started (None:
-    torchrun's, if any, from the environment)."""
+    torchrun's, if any, from the environment). ``loop``: a recording's ``loop_tests``,
+    where the caller has them already (None: found here)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
     if options.spawned and job is None:
         from flor.launch.spawn import SpawnParent
@@ -49,35 +58,44 @@ def start(options: Options, store: Store, reporter: Reporter, job: Job | None = 
     if options.mode == "record":
         from flor.runtime.loop.recorder import Recorder
 
-        lookahead, watched = _recording_hints(options)
+        found = loop or loop_tests(options.script, options.source, options.project)
+        lookahead, watched = _recording_hints(found)
         return context.install(Recorder(options, store, reporter, lookahead, watched, job))
     from flor.replay.session import Replayer
 
     return context.install(Replayer(options, store, reporter, job))
 
 
-def _recording_hints(options: Options) -> tuple[Lookahead | None, frozenset[str] | None]:
-    """The recorded loop's own periodic tests, and its counters: the only values of the
-    loop a replay's conditions read from the record (``flor.transform.hindsight.periodic``);
-    None where the script does not tell."""
-    from flor.runtime.journal.conditions import Guards, Lookahead
+def loop_tests(
+    script: str | None, source: str | None, project: tuple[ProjectFile, ...] = ()
+) -> Hindsight:
+    """The recorded loop's own periodic tests and its counters
+    (``flor.transform.hindsight.periodic``), in ``source`` (None: the script's file) and the
+    project's files; dense where the script does not tell. Pure analysis of the script as
+    it runs: ``flor run`` does it while torch imports."""
     from flor.sources import project_sources
-    from flor.transform.hindsight import loop_file, periodic
+    from flor.transform.hindsight import Hindsight, loop_file, periodic
 
-    source = options.source
     if source is None:
         try:
-            with open(options.script or "", encoding="utf-8") as f:
+            with open(script or "", encoding="utf-8") as f:
                 source = f.read()
         except OSError:
-            return None, None
-    script = options.script or "<script>"
-    files = project_sources(options.project, script, source)
+            return Hindsight(dense="the script cannot be read")
+    script = script or "<script>"
+    files = project_sources(project, script, source)
     where = loop_file(files, script)
     try:
-        found = periodic(files[where], where)
+        return periodic(files[where], where)
     except FlorError:  # not python: the run reports it
-        return None, None
+        return Hindsight(dense="the script does not parse")
+
+
+def _recording_hints(found: Hindsight) -> tuple[Lookahead | None, frozenset[str] | None]:
+    """The loop's tests to evaluate ahead, and the counters to note: the only values of the
+    loop a replay's conditions read from the record; None where the script does not tell."""
+    from flor.runtime.journal.conditions import Guards, Lookahead
+
     if not found.sparse:  # not one flor.it loop: note every counter-like value
         return None, None
     if not found.guards:

@@ -79,12 +79,12 @@ _MICROSECONDS = frozenset({"timings", "block_timings"})
 def _in_seconds(data: Mapping[str, Any]) -> Mapping[str, Any]:
     """``data`` with its NAME_us fields as NAME, in seconds (entries written before them
     hold seconds already)."""
-    stored = [name for name in _MICROSECONDS if f"{name}_us" in data]
+    stored = {f"{name}_us": name for name in _MICROSECONDS if f"{name}_us" in data}
     if not stored:
         return data
-    out = {k: v for k, v in data.items() if k[:-3] not in stored or not k.endswith("_us")}
-    for name in stored:
-        out[name] = {k: v / 1e6 for k, v in data[f"{name}_us"].items()}
+    out = {k: v for k, v in data.items() if k not in stored}
+    for key, name in stored.items():
+        out[name] = {k: v / 1e6 for k, v in data[key].items()}
     return out
 
 
