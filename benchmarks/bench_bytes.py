@@ -61,10 +61,9 @@ def changed_bytes(before: dict[str, Any], after: dict[str, Any]) -> int:
         old = as_elements(before[path]) if path in before else None
         if old is None or old.shape != new.shape or old.dtype != new.dtype:
             total += new.nbytes
-        else:
-            differ = old.view(np.uint8).reshape(old.size, -1) != new.view(np.uint8).reshape(
-                new.size, -1
-            )
+        elif new.size:  # elements whose bytes differ
+            before_bytes = old.reshape(-1).view(np.uint8).reshape(old.size, -1)
+            differ = before_bytes != new.reshape(-1).view(np.uint8).reshape(new.size, -1)
             total += int(differ.any(axis=1).sum()) * new.itemsize
     return total
 
