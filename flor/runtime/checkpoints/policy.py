@@ -163,9 +163,9 @@ class CheckpointPolicy:
             self._estimate()
 
     def move_to_journaling(self, iteration: int, seconds: float) -> None:
-        """``seconds`` the writer will charge to the checkpoint of ``iteration`` were
-        journaling: charged to it as they come, they would make every checkpoint look as
-        dear as the iterations since the one before (before it settles)."""
+        """Of what the writer charges to the checkpoint of ``iteration`` (before it settles),
+        ``seconds`` journaled the iterations since the entry before: the journal's cost, or
+        every checkpoint would look as dear as those iterations' entry."""
         self.charge(iteration, -seconds)
         self.charge(-1, seconds)
 
