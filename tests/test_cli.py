@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,25 @@ def test_errors_are_one_line(
     assert result.output.strip().splitlines() == [
         f"flor: error: {message}" + result.output.strip().split(message, 1)[1]
     ]
+
+
+def test_a_store_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    """A recording opens its store before the script runs: a folder that cannot be made is
+    one line, not a traceback from the first checkpoint's write."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    script = tmp_path / "t.py"
+    script.write_text("for i in range(3):\n    print(i)\n")
+    env = {k: v for k, v in os.environ.items() if k != "FLOR_STORE"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "flor.cli", "run", "--name", "x", str(script)],
+        env={**env, "FLOR_HOME": str(blocker / "home")},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == f"flor: error: cannot write to {blocker / 'home'}: Not a directory"
 
 
 def test_unparsable_script(tmp_path: Path) -> None:

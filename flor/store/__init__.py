@@ -84,11 +84,12 @@ def open_store(
     server that does not answer yet is not an error: the run spools to the cache
     and uploads once it answers. A store that answers no (no such bucket, refused
     credentials) and one that cannot be asked (no credentials, no bucket named)
-    fail at once either way.
+    fail at once either way, and so does, for a recording, a local folder that cannot be
+    written.
     """
     url = url or settings.default_url
     if not is_s3(url):
-        return LocalStore(url, kinds)
+        return LocalStore(url, kinds).check() if spool else LocalStore(url, kinds)
     from flor.errors import StoreUnreachable
     from flor.store.s3 import S3Store
 
@@ -105,6 +106,8 @@ def open_store(
     from flor.store.cached import WriteBackStore
 
     cache = LocalStore(cache_dir(settings, remote.bucket, remote.prefix), kinds)
+    if spool:
+        cache.check()  # what a recording writes first
     if down is not None and warn is not None:
         warn(
             f"{down}; recording to {cache.root} and uploading when it answers "

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from flor.errors import FlorError
 from flor.store.base import KeyKinds, Store
 
 _NO_KINDS = KeyKinds()
@@ -32,6 +34,18 @@ class LocalStore(Store):
         self._unsynced: list[str] = []  # data written since the last sync
         self._lock = threading.Lock()
         self._temporaries = itertools.count()  # with the pid and id: names no other put uses
+
+    def check(self) -> LocalStore:
+        """Fail now, in one line, if the folder cannot be made or written to (a recording
+        is about to write there)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not os.access(self.root, os.W_OK):
+                raise PermissionError(errno.EACCES, "permission denied")
+        except OSError as e:
+            why = e.strerror or e
+            raise FlorError("store-unwritable", f"cannot write to {self.root}: {why}") from None
+        return self
 
     def _path(self, key: str) -> Path:
         if key.startswith("/") or ".." in key.split("/"):
