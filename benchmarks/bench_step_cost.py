@@ -6,6 +6,10 @@ plainly, recorded and replayed. The script times every 1,000 steps itself; the m
 of those stretches is the steady per-step figure, start-up and the loop's end left out
 (the stretches with a journal entry are in it). Runs are interleaved, 1 torch thread.
 
+Timings on a shared 2-core machine swing by a third from one minute to the next, so it also
+counts what does not swing: the Python bytecodes flor's own frames execute per step (over
+1,000 steps, traced), a figure a change to the hot path can be judged by exactly.
+
     python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3]
 """
 
@@ -20,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 SCRIPT = """
-import sys, time, statistics
+import os, sys, time, statistics
 import torch
 import flor
 
@@ -29,9 +33,23 @@ model = torch.nn.Linear(8, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 step = 0
 marks = []
+ops = [0]
+
+def tracer(frame, event, arg):  # flor's frames only: their bytecodes, one by one
+    if os.sep + "flor" + os.sep not in frame.f_code.co_filename:
+        return None
+    frame.f_trace_opcodes = True
+    def count(frame, event, arg):
+        ops[0] += event == "opcode"
+        return count
+    return count
+
+traced = os.environ.get("STEP_COST_TRACE") == "1"
 for _ in flor.it(range(steps)):
     if step % 1000 == 0:
         marks.append(time.perf_counter())
+    if traced and step in (steps // 2, steps // 2 + 1000):
+        sys.settrace(tracer if step == steps // 2 else None)
     if flor.SkipBlock.step_into("update"):
         step += 1
     model, opt, step = flor.SkipBlock.end(model, opt, step)
@@ -39,16 +57,19 @@ for _ in flor.it(range(steps)):
         print(step)
 stretches = [(b - a) / 1000 * 1e6 for a, b in zip(marks[1:], marks[2:])]
 print(f"per-step {statistics.median(stretches):.3f}", file=sys.stderr)
+if traced:
+    print(f"bytecodes {ops[0] / 1000:.1f}", file=sys.stderr)
 """
 
 
-def per_step(work: Path, *args: str) -> float:
+def per_step(work: Path, *args: str, figure: str = "per-step", traced: bool = False) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
+    env["STEP_COST_TRACE"] = "1" if traced else ""
     cmd = [sys.executable, str(work / "steps.py"), *args]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(proc.stderr)
-    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("per-step "))
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith(f"{figure} "))
     return float(line.split()[1])
 
 
@@ -66,11 +87,20 @@ def main() -> None:
             times["plain"].append(per_step(work, n))
             times["record"].append(per_step(work, "--flor", f"s{r}", n))
             times["replay"].append(per_step(work, "--flor", f"s{r}", "--replay_flor", n))
+        counted = {
+            "record": per_step(work, "--flor", "t", n, figure="bytecodes", traced=True),
+            "replay": per_step(
+                work, "--flor", "t", "--replay_flor", n, figure="bytecodes", traced=True
+            ),
+        }
     plain = statistics.median(times["plain"])
     print(f"{opts.steps} empty steps: plain {plain:.2f} us/step")
     for kind in ("record", "replay"):
         t = statistics.median(times[kind])
-        print(f"{kind:<7} {t:.2f} us/step: flor's own {t - plain:.2f} us/step")
+        print(
+            f"{kind:<7} {t:.2f} us/step: flor's own {t - plain:.2f} us/step, "
+            f"{counted[kind]:.0f} bytecodes"
+        )
 
 
 if __name__ == "__main__":

@@ -48,15 +48,20 @@ class LocalStore(Store):
         return self
 
     def _path(self, key: str) -> Path:
+        return Path(self._file(key))
+
+    def _file(self, key: str) -> str:
+        """``key``'s file, as a string: a checkpoint puts and looks up dozens of chunks, and
+        pathlib's joins cost more than the lookup."""
         if key.startswith("/") or ".." in key.split("/"):
             raise ValueError(f"bad store key {key!r}")
-        return self.root / key
+        return f"{self.url}/{key}"
 
     def put(self, key: str, data: bytes) -> None:
         deferred = self.kinds.data(key)
         if not deferred:
             self.flush()  # what this key may point at is durable before it is
-        path = os.fspath(self._path(key))
+        path = self._file(key)
         folder = os.path.dirname(path)
         tmp = f"{folder}/.tmp-{os.getpid()}-{id(self):x}-{next(self._temporaries)}"
         # Plain os calls: a checkpoint puts dozens of chunks, and mkstemp's and pathlib's
@@ -124,7 +129,7 @@ class LocalStore(Store):
             raise KeyError(key) from None
 
     def exists(self, key: str) -> bool:
-        return os.path.isfile(self._path(key))
+        return os.path.isfile(self._file(key))
 
     def keys(self, prefix: str) -> Iterator[str]:
         base = self._path(prefix) if prefix else self.root

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 _KINDS = (int, bool)
+_KIND_SET = frozenset(_KINDS)
 # iteration, scope, the watched names' values (a dict of every int and bool when none are
 # watched), the loop value's counter as (key, offset from the iteration)
 Row = tuple[int, str, Any, "tuple[str, int] | None"]
@@ -46,19 +47,24 @@ class LoopScalars:
         """The values at the start of ``iteration`` (``names``: the loop's frame). Only a
         tuple per iteration: comparing it with the one before waits for the writer."""
         watched = self._watched
-        if watched is None:
-            now: Any = {
+        if watched:
+            now: Any = tuple(map(names.get, watched))
+            if not _KIND_SET.issuperset(map(type, now)):
+                # Anything but a counter is None here, as a missing name is: a name bound to
+                # a batch or a tensor is not kept alive until the journal entry is written.
+                now = tuple([v if type(v) in _KINDS else None for v in now])
+        elif watched is None:
+            now = {
                 k: v for k, v in names.items() if type(v) in _KINDS and not k.startswith("_flor")
             }
-        elif watched:
-            # Anything but a counter is None here, as a missing name is: a name bound to a
-            # batch or a tensor is not kept alive until the journal entry is written.
-            now = tuple([v if type(v) in _KINDS else None for v in map(names.get, watched)])
         else:  # the loop has no counters: its value alone (a step loop over range())
             now = ()
         # Not the loop's value itself, which may be a batch: only what of it is a counter.
-        self._last = (iteration, scope, now, _loop_counter(value, iteration))
-        self._rows.append(self._last)
+        counter = (
+            ("@", value - iteration) if type(value) is int else _loop_counter(value, iteration)
+        )
+        self._last = row = (iteration, scope, now, counter)
+        self._rows.append(row)
 
     @property
     def current(self) -> dict[str, Any]:

@@ -152,13 +152,14 @@ class Recorder(Session):
         status = "closed"  # break, or an exception in the loop body, closes the generator
         try:
             for value in iterator:
-                self._begin(self.next_iteration, value, sys._getframe(1))
+                self._turn(value, sys._getframe(1))
                 yield value
-                self._end()
             status = "exhausted"
         finally:
-            if self.iteration is not None:  # the consumer left in the middle of an iteration
-                self._end()
+            if self.iteration is not None:  # the last iteration, or one the consumer left
+                start = time.perf_counter()
+                self._end(self.iteration, start)
+                self.policy.bookkeeping += time.perf_counter() - start
             self.stdout.bucket = "post"
             self._end_loop(loop, first, status)
 
@@ -174,23 +175,29 @@ class Recorder(Session):
         if length > 0:
             self.policy.allow_startup(process_age() - self.policy.fixed, length)
 
-    def _begin(self, iteration: int, value: Any, loop_frame: Frame) -> None:
-        """``loop_frame``: the frame running the ``for`` over ``flor.it`` (our caller)."""
-        start = time.perf_counter()
+    def _turn(self, value: Any, loop_frame: Frame) -> None:
+        """End the open iteration and begin the next (``loop_frame``: the frame running the
+        ``for`` over ``flor.it``). One clock read ends the one and starts flor's own time: an
+        iteration's time runs until its successor's value is ready (a batch loaded is
+        training), and flor's from there until the body starts (the generator's resumption
+        too). Every iteration passes here, so it reads the clock twice, not four times."""
+        now = time.perf_counter()
+        if self.iteration is not None:
+            self._end(self.iteration, now)
+        iteration = self.next_iteration
         self.begin_iteration(iteration)
         self.scalars.note(iteration, loop_frame.f_code.co_name, loop_frame.f_locals, value)
         self._checkpointing = None
         self._blocks = {}
         self.stdout.bucket = iteration
-        now = time.perf_counter()
-        self.policy.bookkeeping += now - start
-        self.clock.begin_iteration(now)
-
-    def _end(self) -> None:
-        g = self.iteration
-        assert g is not None
         start = time.perf_counter()
-        self.clock.end_iteration(g, start)
+        self.policy.bookkeeping += start - now
+        self.clock.begin_iteration(start)
+
+    def _end(self, g: int, now: float) -> None:
+        """Close iteration ``g`` at ``now``: queue its commit if it was checkpointed, or the
+        journal's entry once enough iterations wait for one."""
+        self.clock.end_iteration(g, now)
         if self._checkpointing and self._blocks:
             self._submit_commit(g, self._blocks, self._checkpointing == Decision.PREFERRED)
         elif g - self._journaled >= JOURNAL_EVERY and (
@@ -200,7 +207,6 @@ class Recorder(Session):
             # every rank has. Alone, a journal entry waits for the writer to catch up.
             self._submit_commit(g, {}, False)
         self.end_iteration()
-        self.policy.bookkeeping += time.perf_counter() - start
 
     def _submit_commit(self, g: int, blocks: dict[str, Future[Written]], preferred: bool) -> None:
         """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
@@ -300,8 +306,9 @@ class Recorder(Session):
         start = time.perf_counter()
         compute = self.clock.end_block(g, start)
         first = self._checkpointing is None  # the iteration's first block end decides
-        if first:
-            self._checkpointing = self._decide(compute, g, frame)
+        if first:  # most iterations of a loop of short steps: surely not, at two compares
+            skips = self.job is None and self.policy.surely_skips(compute, g)
+            self._checkpointing = Decision.SKIP if skips else self._decide(compute, g, frame)
         stall = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
         if first and self.job is not None and self.job.rank == 0:
             self._decide_ahead(compute, g, frame)  # after the stall, which the policy learns
@@ -314,10 +321,7 @@ class Recorder(Session):
         """Whether iteration ``g`` is checkpointed: the policy's call, alone; in a job, what
         rank 0 decided one iteration ahead (every rank then knows it before it is needed)."""
         if self.job is None:
-            if self.policy.surely_skips(compute, g):
-                decided = Decision.SKIP
-            else:
-                decided = self.policy.decide(compute, g, self._periodic_ahead(g, frame, 1))
+            decided = self.policy.decide(compute, g, self._periodic_ahead(g, frame, 1))
         elif self.job.rank == 0:
             decided = self._ahead
         elif self._points == 0:
