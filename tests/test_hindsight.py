@@ -300,3 +300,15 @@ def test_a_test_that_starts_firing_often_is_not_rare_from_then_on() -> None:
     fired = [g for g in range(2000) if ahead.next_fires(g, {"@": 0}, lookup)]
     late = [g for g in fired if g > 600]
     assert late and all((g + 1) % 100 == 0 for g in late), late[:10]
+
+
+def test_a_recording_foresees_its_periodic_tests_instead_of_asking_each_iteration() -> None:
+    """Between two firings of a test every 100 steps the lookahead evaluates nothing: it
+    prefers the eves it preferred asking every iteration, for a small share of the work."""
+    found = periodic(DQN_LOOP)
+    ahead = Lookahead(Guards(found.guards, found), dict(found.steps))
+    lookup = lookup_in({"learning_starts": 500})
+    fired = [g for g in range(3000) if ahead.next_fires(g, {"@": 0}, lookup)]
+    assert fired[:5] == [99, 199, 299, 399, 499]  # and the update's first few, until frequent
+    assert [g for g in fired if g > 600] == list(range(699, 3000, 100))
+    assert ahead.evaluations < 3000 / 10  # asked each iteration for each of 2 tests: 6000

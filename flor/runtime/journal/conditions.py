@@ -78,25 +78,59 @@ class Guards:
         known: Mapping[str, Any],
         lookup: Lookup,
     ) -> bool | None:
-        values: list[Any] = []
+        lines = self._lines(reads, shifts, g, known, lookup, {})
+        if lines is None:
+            return None
+        try:
+            return bool(test(*[base for base, _ in lines]))
+        except Exception:  # a value of another type than recorded: not known
+            return None
+
+    def ahead_of(
+        self, i: int, g: int, known: Mapping[str, Any], steps: Mapping[str, int], lookup: Lookup
+    ) -> list[Foreseen] | None:
+        """Guard ``i``'s tests for the iterations after ``g`` (whose starting values are
+        ``known``): each name read as ``base + slope * k`` in iteration ``g + k``. None if a
+        value is not known."""
+        out = []
+        for compiled, test, shifts in self.guards[i]:
+            lines = self._lines(test.names, shifts, g, known, lookup, steps)
+            if lines is None:
+                return None
+            out.append((compiled, lines, test.holds))
+        return out
+
+    def _lines(
+        self,
+        reads: tuple[str, ...],
+        shifts: dict[str, int],
+        g: int,
+        known: Mapping[str, Any],
+        lookup: Lookup,
+        steps: Mapping[str, int],
+    ) -> list[tuple[Any, int]] | None:
+        """Each name's value in iteration ``g`` and what one more iteration adds to it: the
+        loop's value advances with the iteration, a counter by its ``steps`` per pass of the
+        body, any other name stays (None: a value is not known)."""
+        lines: list[tuple[Any, int]] = []
         for name in reads:
             if name in self.targets:
                 offset = known.get(self.targets[name])
-                value = MISSING if offset is None else g + offset
+                value, slope = (MISSING, 0) if offset is None else (g + offset, 1)
             elif name in self.counters:
                 start = known.get(name)
                 value = MISSING if start is None else start + shifts.get(name, 0)
-            elif name in known:
-                value = known[name]
+                slope = steps.get(name, 0)
             else:
-                value = lookup(name)
+                value, slope = known[name] if name in known else lookup(name), 0
             if value is MISSING:
                 return None
-            values.append(value)
-        try:
-            return bool(test(*values))
-        except Exception:  # a value of another type than recorded: not known
-            return None
+            lines.append((value, slope))
+        return lines
+
+
+# A test foreseen: the compiled test, each name's value as (base, slope), the value it must have
+Foreseen = tuple[Callable[..., Any], list[tuple[Any, int]], bool]
 
 
 class Lookahead:
@@ -107,10 +141,18 @@ class Lookahead:
     every 4 steps; and not a DQN's update test either once its learning has started,
     however long it did not fire before. A test that fires often is evaluated only at
     every ``RARE``-th call, enough to see it turn rare.
+
+    An iteration where no test fires foresees the next one where one may: the tests read
+    the loop's value and counters, which advance by a known step a pass, and names the loop
+    never assigns. Until then (at most ``HORIZON`` iterations) the answer is no without an
+    evaluation: a policy with budget to spare asks every iteration, and waited out the
+    eve of a branch every 100 steps at 20 µs an ask. What it foresees is only where
+    checkpoints are preferred: a counter that advances unevenly misplaces one, never a value.
     """
 
     RARE = 10
     WINDOW = 5 * RARE
+    HORIZON = 500
 
     def __init__(self, guards: Guards, steps: Mapping[str, int]) -> None:
         self.guards = guards
@@ -118,26 +160,59 @@ class Lookahead:
         self.recent = [deque[bool](maxlen=self.WINDOW) for _ in guards.guards]
         self.fired = [0] * len(guards.guards)  # in recent
         self.calls = 0
+        self.evaluations = 0  # of a guard, one iteration ahead (foreseeing is not one)
+        self._quiet_until = 0  # no test that may be rare fires before this iteration
+
+    def quiet(self, target: int) -> bool:
+        """Whether iteration ``target`` was foreseen to fire no test that may be rare."""
+        return target < self._quiet_until
 
     def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup, ahead: int = 1) -> bool:
         """Whether a rare test fires in iteration ``g + ahead``; ``known``: what ``g`` started
         with."""
+        target = g + ahead
+        if target < self._quiet_until:
+            return False
         then = dict(known)
         for name, step in self.steps.items():
             if name in then:
                 then[name] += step * ahead
         self.calls += 1
         fires = False
-        for i, recent in enumerate(self.recent):
+        for i in range(len(self.recent)):
             if self.calls % self.RARE and self._frequent(i):
                 continue  # frequent lately: its eves are not preferred
-            holds = self.guards.holds(i, g + ahead, then, lookup)
+            holds = self.guards.holds(i, target, then, lookup)
+            self.evaluations += 1
             if holds is None:
                 continue
-            self.fired[i] += holds - (recent[0] if len(recent) == self.WINDOW else 0)
-            recent.append(holds)
+            self._seen(i, holds)
             fires = fires or (holds and self._rare(i))
+        if not fires:
+            self._quiet_until = self._foresee(target, then, lookup)
         return fires
+
+    def _foresee(self, target: int, then: Mapping[str, Any], lookup: Lookup) -> int:
+        """The first iteration after ``target`` (whose values are ``then``) where a test that
+        is not frequent may hold; each one before it is seen as evaluated, every test false."""
+        tests = {}
+        for i in range(len(self.recent)):
+            if not self._frequent(i):
+                ahead = self.guards.ahead_of(i, target, then, self.steps, lookup)
+                if ahead is None:
+                    return target + 1  # not foreseeable: ask every time
+                tests[i] = ahead
+        for k in range(1, self.HORIZON + 1 if tests else 0):
+            if any(_may_hold(guard, k) for guard in tests.values()):
+                return target + k
+            for i in tests:
+                self._seen(i, False)
+        return target + self.HORIZON + 1
+
+    def _seen(self, i: int, holds: bool) -> None:
+        recent = self.recent[i]
+        self.fired[i] += holds - (recent[0] if len(recent) == self.WINDOW else 0)
+        recent.append(holds)
 
     def _rare(self, i: int) -> bool:
         """Test ``i`` fired in at most one of ``RARE`` of its recent evaluations."""
@@ -147,6 +222,18 @@ class Lookahead:
     def _frequent(self, i: int) -> bool:
         """Test ``i`` fired in more than one of ``RARE`` of its last ``WINDOW`` evaluations."""
         return len(self.recent[i]) == self.WINDOW and self.fired[i] * self.RARE > self.WINDOW
+
+
+def _may_hold(guard: list[Foreseen], k: int) -> bool:
+    """Whether every test of ``guard`` may hold ``k`` iterations after it was foreseen."""
+    for test, lines, wanted in guard:
+        try:
+            value = bool(test(*[base + slope * k if slope else base for base, slope in lines]))
+        except Exception:  # not known: it may
+            return True
+        if value != wanted:
+            return False
+    return True
 
 
 def _compile(t: Test) -> Callable[..., Any]:

@@ -91,7 +91,9 @@ class Noted:
         watched, before = self._watched, None
         for row in self._rows:
             if before is not None and watched is not None and row[1::2] == before[1::2]:
-                taken[row[0]] = _watched_changes(watched, before[2], row[2])
+                # a loop without counters notes () each iteration: nothing to compare
+                now = row[2]
+                taken[row[0]] = _watched_changes(watched, before[2], now) if now else {}
             elif before is None:
                 taken[row[0]] = _values(watched, row)
             else:

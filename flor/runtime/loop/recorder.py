@@ -351,9 +351,12 @@ class Recorder(Session):
         return functools.partial(self._next_fires, g, frame, ahead)
 
     def _next_fires(self, g: int, frame: Frame, ahead: int) -> bool:
-        assert self.lookahead is not None
+        lookahead = self.lookahead
+        assert lookahead is not None
+        if lookahead.quiet(g + ahead):  # foreseen: no need for the frame's values
+            return False
         lookup = lookup_frame(frame.f_locals, frame.f_globals)
-        return self.lookahead.next_fires(g, self.scalars.current, lookup, ahead)
+        return lookahead.next_fires(g, self.scalars.current, lookup, ahead)
 
     def _checkpoint(
         self,
