@@ -54,6 +54,29 @@ def test_a_start_up_longer_than_training_is_budgeted_over_the_loop() -> None:
     assert policy.spent <= 0.1 * (2.0 + 0.1) and policy.budgeted(0.1, 9) == 2.0
 
 
+def test_a_loop_of_unknown_length_is_allowed_its_start_up_as_it_trains() -> None:
+    """A ``count()`` loop on its first run: 100 iterations of 10 ms after a 2 s start-up,
+    checkpoints of 15 ms. Its length unknown, the start-up is allowed as fast as training
+    goes (twice the training's budget until the start-up is used up): about twice the
+    checkpoints, and still within epsilon of the process's time wherever the loop stops."""
+
+    def run(startup: float) -> tuple[int, CheckpointPolicy]:
+        policy, compute, taken = CheckpointPolicy(0.1), 0.0, 0
+        policy.allow_startup(startup, 0)
+        for g in range(100):
+            compute += 0.01
+            if policy.should_checkpoint(compute, g):
+                policy.charge(g, 0.015)
+                policy.settle(g)
+                taken += 1
+            assert policy.spent <= 0.1 * (startup + compute) + 0.015
+        return taken, policy
+
+    alone, with_startup = run(0.0)[0], run(2.0)
+    assert alone >= 5 and with_startup[0] >= 2 * alone - 1
+    assert with_startup[1].budgeted(1.0, 99) == 2.0 and with_startup[1].budgeted(0.5, 49) == 1.0
+
+
 def test_overhead_is_reported() -> None:
     policy = CheckpointPolicy(0.1)
     policy.charge(0, 0.5)
@@ -163,7 +186,7 @@ def test_what_surely_skips_decide_skips_too() -> None:
         policy = CheckpointPolicy(rng.choice([0.0, 0.01, 1 / 15, 0.5]), periodic=True)
         policy.charge_fixed(rng.random() * 0.5)
         if rng.random() < 0.5:
-            policy.allow_startup(rng.random() * 3, rng.randrange(1, 500))
+            policy.allow_startup(rng.random() * 3, rng.randrange(0, 500))  # 0: not known
         compute, fast = 0.0, 0
         for g in range(300):
             compute += rng.random() * 0.01

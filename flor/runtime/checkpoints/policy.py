@@ -36,7 +36,11 @@ that. So once the script's start-up ``L`` and its loop's length ``N`` are known
 (``allow_startup``), the budget is ``epsilon`` times the larger of the training
 so far and ``L * (i + 1) / N``: the start-up, spread evenly over the loop. Its
 overhead then stays within ``epsilon`` of the process's wall time; a run whose
-training outlasts its start-up is budgeted as before.
+training outlasts its start-up is budgeted as before. A loop whose length is not
+known (``count()``, a while loop, on its first run) spreads the start-up over the
+training instead: it is allowed as fast as training goes, so the budget is
+``epsilon`` times the larger of the training so far and ``min(L, 2 * training)``,
+still within ``epsilon`` of the process's wall time, wherever the loop stops.
 """
 
 from __future__ import annotations
@@ -127,6 +131,8 @@ class CheckpointPolicy:
             self._skip_compute, self._skip_iteration = math.inf, sys.maxsize
             return
         self._skip_compute = spent / self.epsilon
+        if self.length <= 0 and self._skip_compute <= self.startup:
+            self._skip_compute /= 2  # the start-up allowed as fast as training goes
         allowance = self.epsilon * self.startup
         if self.length <= 0 or allowance < spent:
             self._skip_iteration = sys.maxsize  # the start-up's share never reaches it
@@ -134,7 +140,7 @@ class CheckpointPolicy:
             self._skip_iteration = max(math.ceil(spent * self.length / allowance) - 1, 0)
 
     def allow_startup(self, seconds: float, length: int) -> None:
-        """The script spent ``seconds`` before a loop of ``length`` iterations."""
+        """The script spent ``seconds`` before a loop of ``length`` iterations (0: not known)."""
         self.startup, self.length = max(seconds, 0.0), length
         self._skip_compute, self._skip_iteration = 0.0, 0  # the budget grows differently now
 
@@ -142,7 +148,7 @@ class CheckpointPolicy:
         """The seconds the budget is a fraction of by ``iteration``: the training so far, or
         the start-up's share of the loop so far where that is larger."""
         if self.length <= 0:
-            return compute
+            return max(compute, min(self.startup, 2 * compute))
         return max(compute, self.startup * min(iteration + 1, self.length) / self.length)
 
     def _charged(self) -> float:

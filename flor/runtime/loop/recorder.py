@@ -167,13 +167,12 @@ class Recorder(Session):
         """Tell the policy the script's own start-up (the process's age, less flor's) and the
         main loop's length: its ``len()``, else what the newest finished run of this
         experiment and script ran (a ``count()`` or while loop most likely runs about as long
-        again; the first run of one gets no allowance)."""
+        again), else not known (0)."""
         try:
             length = len(iterable)
         except Exception:  # a generator, a while condition
             length = self.journal.previous_length(self.options.name, self.options.script)
-        if length > 0:
-            self.policy.allow_startup(process_age() - self.policy.fixed, length)
+        self.policy.allow_startup(process_age() - self.policy.fixed, max(length, 0))
 
     def _turn(self, value: Any, loop_frame: Frame) -> None:
         """End the open iteration and begin the next (``loop_frame``: the frame running the
