@@ -37,10 +37,13 @@ that. So once the script's start-up ``L`` and its loop's length ``N`` are known
 so far and ``L * (i + 1) / N``: the start-up, spread evenly over the loop. Its
 overhead then stays within ``epsilon`` of the process's wall time; a run whose
 training outlasts its start-up is budgeted as before. A loop whose length is not
-known (``count()``, a while loop, on its first run) spreads the start-up over the
-training instead: it is allowed as fast as training goes, so the budget is
-``epsilon`` times the larger of the training so far and ``min(L, 2 * training)``,
-still within ``epsilon`` of the process's wall time, wherever the loop stops.
+known (``count()``, a while loop, on its first run) cannot spread the start-up over
+its iterations: it is allowed ``STARTUP_RATE`` times as fast as the loop trains
+(the budget is ``epsilon`` times the larger of the training so far and
+``min(L, STARTUP_RATE * training)``), whole once training has run an eighth of the
+start-up: a script of a few seconds around a short loop gets the checkpoints its
+second run would, and a long loop spends that part of its budget early. Either
+stays within ``epsilon`` of the process's wall time, wherever the loop stops.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+
+STARTUP_RATE = 8  # a loop of unknown length: its start-up allowed 8 times as fast as it trains
 
 
 class Decision(enum.IntEnum):
@@ -132,7 +137,7 @@ class CheckpointPolicy:
             return
         self._skip_compute = spent / self.epsilon
         if self.length <= 0 and self._skip_compute <= self.startup:
-            self._skip_compute /= 2  # the start-up allowed as fast as training goes
+            self._skip_compute /= STARTUP_RATE  # the start-up allowed faster than training goes
         allowance = self.epsilon * self.startup
         if self.length <= 0 or allowance < spent:
             self._skip_iteration = sys.maxsize  # the start-up's share never reaches it
@@ -148,7 +153,7 @@ class CheckpointPolicy:
         """The seconds the budget is a fraction of by ``iteration``: the training so far, or
         the start-up's share of the loop so far where that is larger."""
         if self.length <= 0:
-            return max(compute, min(self.startup, 2 * compute))
+            return max(compute, min(self.startup, STARTUP_RATE * compute))
         return max(compute, self.startup * min(iteration + 1, self.length) / self.length)
 
     def _charged(self) -> float:
