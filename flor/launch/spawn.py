@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flor.launch import process_end
 from flor.launch.execfile import user_traceback
 from flor.runtime.loop.session import Session, as_iterator
 from flor.runtime.process.job import WAIT, Job
@@ -129,6 +130,10 @@ class Worker:
             raise SystemExit(1) from None  # mp.spawn then says which process exited
         finally:
             session.close(status)
+        # Done, and committed: leave as the flor command does (``process_end``), without the
+        # interpreter's teardown, in which a rank that ran gloo has aborted ("terminate
+        # called without an active exception") on this loaded host after its work was done.
+        process_end.end(0)
 
 
 def _load_script(options: Options, argv: tuple[str, ...]) -> types.ModuleType:
