@@ -58,8 +58,9 @@ def start(
     if options.mode == "record":
         from flor.runtime.loop.recorder import Recorder
 
-        found = loop or loop_tests(options.script, options.source, options.project)
-        lookahead, watched = _recording_hints(found)
+        if loop is None:
+            loop = loop_tests(options.script, options.source, options.project)
+        lookahead, watched = _recording_hints(loop)
         return context.install(Recorder(options, store, reporter, lookahead, watched, job))
     from flor.replay.session import Replayer
 

@@ -202,7 +202,9 @@ class Lookahead:
                 if ahead is None:
                     return target + 1  # not foreseeable: ask every time
                 tests[i] = ahead
-        for k in range(1, self.HORIZON + 1 if tests else 0):
+        if not tests:  # every test fires often lately: none is preferred
+            return target + self.HORIZON + 1
+        for k in range(1, self.HORIZON + 1):
             if any(_may_hold(guard, k) for guard in tests.values()):
                 return target + k
             for i in tests:
