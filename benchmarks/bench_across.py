@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_sparse import timed  # a whole process's wall seconds and stdout
+from bench_sparse import AS_USERS_RUN, timed  # timed: a whole process's wall seconds and stdout
 
 HERE = Path(__file__).resolve().parent
 SOURCE = (HERE / "shapes" / "epoch_loop.py").read_text()
@@ -47,7 +47,7 @@ def sections(stdout: str) -> list[str]:
 def bench(epochs: int, repeats: int) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="bench-across-"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
-    for unset in ("FLOR_STORE", "FLOR_RESTORE", "PYTHONUNBUFFERED"):
+    for unset in ("FLOR_STORE", "FLOR_RESTORE", *AS_USERS_RUN):
         env.pop(unset, None)
     py, flor = sys.executable, [sys.executable, "-m", "flor.cli"]
     for version, source in VERSIONS.items():

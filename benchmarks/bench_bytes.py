@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from bench_sparse import AS_USERS_RUN
 
 from flor.runs.catalogue import checkpoints, load_run
 from flor.runs.layout import KINDS
@@ -71,7 +72,8 @@ def changed_bytes(before: dict[str, Any], after: dict[str, Any]) -> int:
 def record(work: Path, steps: int, epsilon: float | None) -> LocalStore:
     (work / "train.py").write_text((HERE / "shapes" / "dqn_loop.py").read_text())
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
-    env.pop("FLOR_STORE", None)
+    for unset in ("FLOR_STORE", *AS_USERS_RUN):
+        env.pop(unset, None)
     cmd = [sys.executable, "-m", "flor.cli", "run", "--name", "dqn"]
     cmd += ["--epsilon", str(epsilon)] if epsilon else []
     proc = subprocess.run([*cmd, "train.py", str(steps)], env=env, cwd=work, capture_output=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from bench_sparse import AS_USERS_RUN  # noqa: E402
 from conftest import hindsight  # noqa: E402
 
 SCRIPTS = ROOT / "tests" / "scripts"
@@ -52,7 +53,9 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str, in
 
 
 def case(name: str, hand: bool, epsilon: str, work: Path, records: int = 1) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOR_")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("FLOR_") and k not in AS_USERS_RUN
+    }
     env.update(FLOR_HOME=str(work / "home"), FLOR_EPSILON=epsilon, OMP_NUM_THREADS="1")
     env.update(PYTHONHASHSEED="0")
     source = (SCRIPTS / name).read_text()

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_sparse import AS_USERS_RUN
+
 HERE = Path(__file__).resolve().parent
 SHAPES = {  # script, its arguments
     "epoch": ("epoch_loop.py", []),
@@ -57,7 +59,7 @@ def bench(shape: str, repeats: int, work: Path) -> dict[str, object]:
     script, args = SHAPES[shape]
     (work / script).write_text((HERE / "shapes" / script).read_text())
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
-    for unset in ("FLOR_STORE", "PYTHONUNBUFFERED"):  # as users run their scripts
+    for unset in ("FLOR_STORE", *AS_USERS_RUN):
         env.pop(unset, None)
     name = script.removesuffix(".py")
     plain_cmd = [sys.executable, script, *args]

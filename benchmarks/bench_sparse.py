@@ -16,8 +16,8 @@ torch start-up included):
   the user from, and each replay's baseline.
 
 Every replay's output is checked against the full run of its edited script. The scripts run
-with ``PYTHONUNBUFFERED`` unset, as users run them (set, each of the every-step edit's 10,000
-prints is a write of its own, on both sides).
+with ``PYTHONUNBUFFERED`` and ``PYTHONDONTWRITEBYTECODE`` unset, as users run them
+(``AS_USERS_RUN``).
 
     python benchmarks/bench_sparse.py [--shape nanogpt|dqn|epoch|count|iterator ...]
                                       [--steps N] [--repeats 3] [--storage 20MB]
@@ -38,6 +38,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# What this machine's shell sets and a user's does not: every write unbuffered (each of
+# the every-step edit's 10,000 prints a write of its own, on both sides), and no bytecode
+# cache (each flor process compiling flor's modules again: 40-70 ms charged to its start-up)
+AS_USERS_RUN = ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")
 # script, its arguments for a full run and for the floor (no iterations, or one), the
 # hindsight print for its loop's periodic branch (# HINDSIGHT-SPARSE) and for every step
 # (# HINDSIGHT-EVERY; None: the loop's iterations are its periodic work, as epochs are)
@@ -99,7 +103,7 @@ def bench(shape: str, steps: int | None, repeats: int, storage: str | None) -> d
     if every_line:
         (work / "every.py").write_text(edited(source, "HINDSIGHT-EVERY", every_line))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
-    for unset in ("FLOR_STORE", "FLOR_RESTORE", "PYTHONUNBUFFERED"):
+    for unset in ("FLOR_STORE", "FLOR_RESTORE", *AS_USERS_RUN):
         env.pop(unset, None)
     if storage:
         env["FLOR_STORAGE"] = storage

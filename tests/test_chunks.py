@@ -163,16 +163,25 @@ def test_a_tensor_written_in_place_is_copied_without_a_compare(tmp_path: object)
     assert torch.equal(back, t)
 
 
-def test_a_tensor_that_changes_whole_still_stores_only_what_changed(tmp_path: object) -> None:
-    """A parameter changes whole at every step, so its later copies skip the chunk compare
-    (every chunk is hashed instead); a step that changes one chunk adds that chunk alone."""
+def test_a_tensor_that_changes_whole_is_one_blob_and_then_only_what_changed(
+    tmp_path: object,
+) -> None:
+    """A parameter changes whole at every step: each later copy is one blob (one file, not
+    eight chunk files). Once a step changes only part of it, that copy is cut into chunks
+    again (the whole blob shares none), and a step that changes one chunk adds that chunk."""
     c = _Checkpoints(tmp_path)
     t = torch.arange(512 * 256, dtype=torch.float32).reshape(512, 256)  # no two chunks alike
     c.take(t)
+    files = len(list(c.store.keys(".blobs")))
+    assert files == 8  # a first copy is chunked: another run may hold its chunks
     for step in range(1, 6):
         t.add_(1.0)
         _, stored, back = c.take(t)
         assert stored == t.numel() * 4 and torch.equal(back, t), step
+        assert len(list(c.store.keys(".blobs"))) == files + step, "one blob per copy"
     t[300, 7] = -1.0
+    _, stored, back = c.take(t)
+    assert stored == t.numel() * 4 and torch.equal(back, t)
+    t[100, 3] = -1.0
     _, stored, back = c.take(t)
     assert stored == CHUNK_BYTES and torch.equal(back, t)

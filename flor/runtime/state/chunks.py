@@ -11,8 +11,12 @@ Two shortcuts spare the hashing, both exact:
   ``Snapshot.copy``) already carries its chunks' hashes (``_flor_chunks``);
 - a fresh copy of the same source carries the previous copy (``_flor_prev``):
   chunks whose bytes equal the previous copy's keep its hashes, the rest are
-  hashed (one vectorized compare, cheaper than SHA-256; skipped, but for every
-  ``RECOMPARE``-th copy, where the last one found no chunk equal).
+  hashed (one vectorized compare, a tenth of SHA-256's cost).
+
+A copy none of whose chunks equal its previous copy's (a parameter, an optimizer's
+moment, every step) is stored as one blob rather than as its chunks: none of them
+would be shared, and on a file system each chunk is a file, whose creation costs more
+than its bytes. A first copy is always cut into chunks: another run may hold them.
 
 ``held`` is what this run knows the store holds, so that known chunks cost no
 store round trip; thinning tells it what it deleted (``forget``).
@@ -29,7 +33,7 @@ from flor.runs.layout import blob_key
 from flor.store import Store
 
 CHUNK_BYTES = 64 * 1024
-RECOMPARE = 4
+WHOLE_MAX = 16 * 1024 * 1024  # a copy that changed whole, up to this size, is one blob
 
 
 class Chunks:
@@ -57,13 +61,14 @@ class Chunks:
 
     def put_bytes(self, data: bytes, out: Any) -> list[str]:
         raw = memoryview(data)
-        shas = [_sha(raw, i) for i in range(_count(len(raw)))]
+        shas = _all(raw, _count(len(raw)))
         self._put(raw, shas, out)
         return shas
 
     def _put(self, raw: memoryview, shas: list[str], out: Any) -> None:
+        step = len(raw) if len(shas) == 1 else CHUNK_BYTES  # one blob, or its chunks
         for i, sha in enumerate(shas):
-            piece = raw[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]
+            piece = raw[i * step : (i + 1) * step]
             if sha not in out.blobs and sha not in self.held:
                 if self.store.put_blob(blob_key(sha), bytes(piece)):
                     out.new_blob_bytes += len(piece)
@@ -73,18 +78,23 @@ class Chunks:
 
 
 def _hashes(t: torch.Tensor, flat: torch.Tensor, raw: memoryview) -> list[str]:
-    """The chunks' hashes of a fresh copy: the previous copy's where the bytes are equal.
-    A tensor whose every chunk changed last time (a parameter, an optimizer's moment) is
-    compared again only every ``RECOMPARE``-th time: it most likely changed whole again."""
+    """The chunks' hashes of a fresh copy: the previous copy's where the bytes are equal;
+    one hash for the whole copy where none is."""
     prev: torch.Tensor | None = getattr(t, "_flor_prev", None)
     old = getattr(prev, "_flor_chunks", None)  # None: its write failed or is pending
     count = _count(len(raw))
     if prev is None or old is None:
-        return [_sha(raw, i) for i in range(count)]
-    unlike = getattr(prev, "_flor_unlike", 0)  # copies in a row without an equal chunk
-    same = _same_chunks(prev, flat) if unlike % RECOMPARE == 0 else None
-    t._flor_unlike = 0 if same and any(same) else unlike + 1  # type: ignore[attr-defined]
-    return [old[i] if same is not None and same[i] else _sha(raw, i) for i in range(count)]
+        return _all(raw, count)
+    same = _same_chunks(prev, flat)
+    if same is None or not any(same):
+        return [hashlib.sha256(raw).hexdigest()] if len(raw) <= WHOLE_MAX else _all(raw, count)
+    if len(old) != count:  # the previous copy was one blob: reusable only whole
+        return list(old) if all(same) else _all(raw, count)
+    return [old[i] if same[i] else _sha(raw, i) for i in range(count)]
+
+
+def _all(raw: memoryview, count: int) -> list[str]:
+    return [_sha(raw, i) for i in range(count)]
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
