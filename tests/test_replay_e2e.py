@@ -131,4 +131,7 @@ def test_a_block_that_runs_faster_than_its_restore_is_run(flor_env: Flor) -> Non
     auto, ran = f.counting_backwards("auto", replay, hand=True, FLOR_RESTORE="auto")
     always, ran_always = f.counting_backwards("always", replay, hand=True)
     assert auto.stdout == always.stdout == truth.stdout
-    assert (full, ran, ran_always) == (9, 6, 0), "auto runs the 6 steps between updates"
+    assert (full, ran_always) == (3 * 10 + 6, 0)
+    # auto runs the 6 steps between updates, none of the updates (10 passes each); a loaded
+    # host may stretch one step's recorded time past a restore's, which then restores it
+    assert ran in (5, 6), "auto runs the steps between updates, and restores the updates"

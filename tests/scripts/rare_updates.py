@@ -1,7 +1,8 @@
 """A step loop whose block updates the model only every third step (DQN's shape, PATTERNS 32),
 of a model large enough (4 MB) that restoring it takes longer than a step that does not
 update: such a step does a moment's work (one backward pass of a scalar, so that it is
-counted). Updates sleep, to take longer than any restore."""
+counted). Updates sleep, to take longer than any restore, and count ten backward passes
+(nine of a scalar besides their own): a re-run update counts apart from a re-run step."""
 
 import sys
 import time
@@ -20,6 +21,8 @@ for i in flor.it(range(int(sys.argv[1]) if len(sys.argv) > 1 else 9)):
             opt.zero_grad()
             loss.backward()
             opt.step()
+            for _ in range(9):
+                torch.ones(1, requires_grad=True).sum().backward()
             time.sleep(0.05)
         else:
             torch.ones(1, requires_grad=True).sum().backward()
