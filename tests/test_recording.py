@@ -3,9 +3,12 @@ allowance of a loop of no length, end to end."""
 
 from __future__ import annotations
 
+import resource
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import Flor
 
@@ -60,6 +63,40 @@ def test_a_failed_journal_entry_does_not_stop_the_next_ones() -> None:
     writer.close()
     assert isinstance(failed.exception(), OSError) and later.result() == "loop end written"
     assert warnings == ["journal entry not written: No space left on device"]
+
+
+def test_a_small_job_runs_on_the_caller_s_thread_and_a_large_one_in_the_background() -> None:
+    """Small jobs run inline (no turns at the GIL with the training loop), charged the same;
+    a job submitted behind a queued one waits its turn on the writer's thread (FIFO)."""
+    charged: list[int] = []
+    writer = BackgroundWriter(lambda g, s: charged.append(g), print, inline_bytes=100)
+    here = threading.get_ident()
+    small = writer.submit(1, threading.get_ident, nbytes=100)
+    assert small.done() and small.result() == here and writer.inline_seconds > 0
+    commit = writer.submit(1, threading.get_ident, commit=True)  # waits on the disk: never
+    assert commit.result() != here
+    gate = threading.Event()
+    large = writer.submit(2, lambda: (gate.wait(5), threading.get_ident())[1], nbytes=101)
+    behind = writer.submit(3, threading.get_ident, nbytes=0)  # small, but queued behind
+    gate.set()
+    writer.close()
+    assert large.result() == behind.result() != here
+    assert charged == [1, 1, 2, 3], "every job's cost is charged, wherever it ran"
+
+
+@pytest.mark.skipif(not hasattr(resource, "RUSAGE_THREAD"), reason="Linux counts a thread's")
+def test_a_loop_of_short_torch_calls_does_not_take_turns_at_the_gil_with_the_writer(
+    flor_env: Flor,
+) -> None:
+    """A checkpoint at each of 100 steps: the loop's thread gives up the CPU (a wait at the
+    GIL, mostly) a few times a checkpoint, for the commits; 340 times when the writer thread
+    wrote each one beside it (34,000 in all, against 500 here)."""
+    f = flor_env
+    script = f.copy("gil_turns.py")
+    recorded = f.cli("run", "--name", "g", str(script), "100", FLOR_EPSILON="1e9")
+    assert "100 checkpoints" in recorded.stderr
+    switches = int(recorded.stderr.split("switches ", 1)[1].split()[0])
+    assert switches < 3000
 
 
 def test_a_checkpoint_is_written_in_the_background_and_reads_back(tmp_path: Path) -> None:

@@ -1,4 +1,10 @@
-"""Checkpoint reads for replay, prefetched in the order the plan will ask for them."""
+"""Checkpoint reads for replay, prefetched in the order the plan will ask for them.
+
+Only large ones are prefetched: a small one is read on the replay's own thread when
+it is asked for, as a recording writes it (``BackgroundWriter.run_inline``): a
+thread reading it beside a loop of short torch calls would cost that loop more in
+turns at the GIL than the read itself.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 
 from flor.errors import CorruptCheckpoint
 from flor.runs.records import CheckpointEntry
+from flor.runtime.checkpoints.writer import INLINE_BYTES
 from flor.runtime.state.codec import decode
 from flor.store import Store
 
@@ -24,7 +31,8 @@ class CheckpointLoader:
     def _fill(self) -> None:
         while len(self._futures) < self._window and self._order:
             entry = self._order.popleft()
-            self._futures[entry.key] = self._pool.submit(self._load, entry)
+            if entry.bytes + sum(entry.blobs.values()) > INLINE_BYTES:
+                self._futures[entry.key] = self._pool.submit(self._load, entry)
 
     def _load(self, entry: CheckpointEntry) -> Any:
         try:

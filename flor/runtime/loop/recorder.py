@@ -2,7 +2,8 @@
 
 The recorder decides; the pieces do: ``IterationClock`` keeps time,
 ``CheckpointPolicy`` spends the budget, ``Checkpointer`` takes a block's
-checkpoint, ``BackgroundWriter`` writes it off the training thread,
+checkpoint, ``BackgroundWriter`` writes it (off the training thread, unless it is
+small) and charges what that cost,
 ``RunJournal`` commits it and ``Thinning`` says which to delete again when
 the checkpoints outgrow the storage budget.
 
@@ -35,7 +36,7 @@ from flor.runtime.checkpoints.checkpointer import Checkpointer, Written
 from flor.runtime.checkpoints.clock import IterationClock, process_age
 from flor.runtime.checkpoints.policy import CheckpointPolicy, Decision
 from flor.runtime.checkpoints.thinning import Dropped, Piece, Thinning
-from flor.runtime.checkpoints.writer import BackgroundWriter
+from flor.runtime.checkpoints.writer import INLINE_BYTES, BackgroundWriter
 from flor.runtime.journal.conditions import Lookahead, lookup_frame
 from flor.runtime.journal.loop_scalars import LoopScalars
 from flor.runtime.journal.run_journal import RunJournal
@@ -80,7 +81,10 @@ class Recorder(Session):
         self.policy = CheckpointPolicy(options.epsilon, periodic=lookahead is not None)
         store.hold_reserve(RESERVE_BYTES)
         self.writer = BackgroundWriter(
-            self.policy.charge, reporter.warn, on_full=store.release_reserve
+            self.policy.charge,
+            reporter.warn,
+            on_full=store.release_reserve,
+            inline_bytes=INLINE_BYTES,
         )
         self.thinning = Thinning(options.storage)
         self.journal = RunJournal(store, self.prefix)
@@ -308,12 +312,12 @@ class Recorder(Session):
         if first:  # most iterations of a loop of short steps: surely not, at two compares
             skips = self.job is None and self.policy.surely_skips(compute, g)
             self._checkpointing = Decision.SKIP if skips else self._decide(compute, g, frame)
-        stall = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
+        charged = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
         if first and self.job is not None and self.job.rank == 0:
             self._decide_ahead(compute, g, frame)  # after the stall, which the policy learns
         own = time.perf_counter() - start
         self.clock.stalled(own)
-        self.policy.bookkeeping += own - stall  # the checkpoint's stall is charged to it
+        self.policy.bookkeeping += own - charged  # the checkpoint's time is charged to it
         return (*objs, *named.values())
 
     def _decide(self, compute: float, g: int, frame: Frame) -> Decision:
@@ -365,8 +369,10 @@ class Recorder(Session):
         named: dict[str, Any],
         frame: Frame,
     ) -> float:
-        """Take the block's checkpoint; the seconds it stalled training."""
+        """Take the block's checkpoint; the seconds it took from training, charged to it: its
+        copy's stall here, and its write where the writer ran that inline."""
         start = time.perf_counter()
+        inline = self.writer.inline_seconds
         try:
             self._blocks[f"{block[0]}/{block[1]}"] = self.checkpointer.take(
                 g, block, objs, named, frame
@@ -381,10 +387,11 @@ class Recorder(Session):
             self._unrestorable = True
             self._blocks = {}
             return 0.0
-        stall = time.perf_counter() - start
+        took = time.perf_counter() - start
+        stall = took - (self.writer.inline_seconds - inline)  # the writer charged its part
         self.stalls.append(stall)
         self.policy.charge(g, stall)
-        return stall
+        return took
 
     def charge_setup(self, seconds: float) -> None:
         """flor's own start-up before the script ran (``flor run``: instrumenting it)."""
