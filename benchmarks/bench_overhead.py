@@ -11,9 +11,10 @@ thread, whole processes (python and torch start-up included), the median of the 
 - ``record``: ``flor run`` of it, which must print the same.
 
 flor's figure is its own accounting (``run.json``: start-up, every checkpoint's copy and
-writer CPU time, its per-iteration bookkeeping, over the training time). Two wall-clock
-figures: the loop's own time (each script prints it on stderr), which also pays for the
-writer thread's share of this 2-core host and of the GIL; and the whole process, where
+write (on the training thread, or the writer thread's CPU time for a large one and for each
+commit), its per-iteration bookkeeping, over the training time). Two wall-clock figures: the
+loop's own time (each script prints it on stderr), which also pays for the writer thread's
+share of this 2-core host and of the GIL; and the whole process, where
 flor's start-up (torch imported while it instruments the script, no interpreter teardown)
 can make a recorded run end sooner than a plain one.
 
