@@ -84,10 +84,10 @@ def test_a_small_job_runs_on_the_caller_s_thread_and_a_large_one_in_the_backgrou
     assert charged == [1, 1, 2, 3], "every job's cost is charged, wherever it ran"
 
 
-def _switches_beside_writes(root: Path, inline_bytes: int | None) -> int:
+def _switches_beside_inline_writes(root: Path) -> int:
     """How often a loop of short torch calls gives up the CPU (a wait at the GIL, mostly)
     while 20 checkpoints of many small values are written."""
-    writer = BackgroundWriter(lambda g, s: None, print, inline_bytes=inline_bytes)
+    writer = BackgroundWriter(lambda g, s: None, print, inline_bytes=INLINE_BYTES)
     checkpointer = Checkpointer(LocalStore(root), "exp/r1", writer)
     net = torch.nn.Linear(8, 64)
     log = [torch.zeros(4) for _ in range(1000)]  # Python work to write
@@ -110,7 +110,7 @@ def test_a_small_checkpoint_written_inline_spares_the_loop_its_turns_at_the_gil(
     beside it wait at the GIL about 600 times (12,500-12,900 for the 20, on this host's
     idle cores; far fewer where the writer finds no free core, which is why that side is
     not asserted). Written inline, the loop waits a few times a checkpoint (85 in all)."""
-    assert _switches_beside_writes(tmp_path, INLINE_BYTES) < 10 * 20
+    assert _switches_beside_inline_writes(tmp_path) < 10 * 20
 
 
 def test_a_checkpoint_is_written_in_the_background_and_reads_back(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ class CheckpointLoader:
     def _fill(self) -> None:
         while len(self._futures) < self._window and self._order:
             entry = self._order.popleft()
-            if entry.bytes + sum(entry.blobs.values()) > INLINE_BYTES:
+            if entry.logical > INLINE_BYTES:
                 self._futures[entry.key] = self._pool.submit(self._load, entry)
 
     def _load(self, entry: CheckpointEntry) -> Any:

@@ -19,7 +19,7 @@ def summary(store: Store, run: runs.RecordedRun) -> dict[str, Any]:
     replays = store.children(layout.replays_folder(run.prefix))
     ckpts = runs.checkpoints(run)
     new_blobs = sum(c.new_blob_bytes for c in ckpts)
-    logical = sum(c.bytes + sum(c.blobs.values()) for c in ckpts)
+    logical = sum(c.logical for c in ckpts)
     stored = sum(c.bytes for c in ckpts) + new_blobs
     return {
         **run.meta.to_json(),

@@ -185,6 +185,11 @@ class CheckpointEntry(_Record):
     def _decode(cls, name: str, value: Any) -> Any:
         return tuple(value) if name in ("holds", "bound") and value is not None else value
 
+    @property
+    def logical(self) -> int:
+        """The bytes it holds: its manifest and every blob it points at, shared or not."""
+        return self.bytes + sum(self.blobs.values())
+
 
 @dataclass(frozen=True)
 class Commit(_Record):
