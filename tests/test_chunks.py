@@ -42,17 +42,21 @@ class _Checkpoints:
         self.chunks = Chunks(self.store)
         self.copies: dict[object, torch.Tensor] = {}
 
-    def take(self, value: object) -> tuple[int, int, object]:
-        """The bytes copied and the bytes added to the store; what restoring it gives."""
+    def take(self, value: object, into: object = None) -> tuple[int, int, object]:
+        """The bytes copied and the bytes added to the store; what restoring it (into
+        ``into``) gives. As the checkpointer does, the snapshot's large copies go first."""
         snap = Snapshot(self.copies)
         node = capture(value, snap)
         self.copies = snap.current
-        enc = encode(node, self.store, self.chunks)
+        enc = encode(node, self.store, self.chunks, snap.current.values())
         return (
             snap.nbytes,
             enc.new_blob_bytes,
-            restore(None, decode(enc.data, enc.sha256, "k", self.store)),
+            restore(into, decode(enc.data, enc.sha256, "k", self.store)),
         )
+
+    def files(self) -> int:
+        return len(list(self.store.keys(".blobs")))
 
 
 def test_an_unchanged_tensor_is_neither_copied_nor_stored_again(tmp_path: object) -> None:
@@ -185,3 +189,60 @@ def test_a_tensor_that_changes_whole_is_one_blob_and_then_only_what_changed(
     t[100, 3] = -1.0
     _, stored, back = c.take(t)
     assert stored == CHUNK_BYTES and torch.equal(back, t)
+
+
+def test_the_copies_that_changed_whole_are_one_file_a_later_checkpoint_points_into(
+    tmp_path: object,
+) -> None:
+    """An optimizer step changes every parameter whole: a checkpoint's copies that changed
+    whole are written together, one pack (one file, not one per tensor). A tensor that then
+    stops changing is not stored again: its copy points into the pack it was written to."""
+    c = _Checkpoints(tmp_path)
+    a = torch.arange(256 * 256, dtype=torch.float32).reshape(256, 256)  # 256 KB: four chunks
+    b = -a
+    c.take([a, b])
+    assert c.files() == 8  # first copies are chunked: another run may hold their chunks
+    a.add_(1.0)
+    b.add_(1.0)
+    _, stored, back = c.take([a, b])
+    assert stored == 2 * a.numel() * 4 and c.files() == 9
+    assert torch.equal(back[0], a) and torch.equal(back[1], b)  # type: ignore[index]
+    a.add_(1.0)
+    _, stored, back = c.take([a, b])
+    assert stored == a.numel() * 4 and c.files() == 10
+    assert torch.equal(back[0], a) and torch.equal(back[1], b)  # type: ignore[index]
+
+
+def test_a_copy_whose_pack_thinning_deleted_is_stored_again(tmp_path: object) -> None:
+    c = _Checkpoints(tmp_path)
+    a = torch.arange(256 * 256, dtype=torch.float32)
+    c.take(a)
+    a.add_(1.0)
+    c.take(a)  # into a pack
+    for key in c.store.keys(".blobs"):
+        c.store.delete(key)
+    c.chunks.forget(list(c.chunks.held))
+    _, stored, back = c.take(a)
+    assert stored == a.numel() * 4 and torch.equal(back, a)  # type: ignore[arg-type]
+
+
+def test_a_gradient_backward_allocates_anew_is_compared_with_its_previous_copy(
+    tmp_path: object,
+) -> None:
+    """``zero_grad`` frees a gradient and backward allocates the next one elsewhere: its
+    previous copy is found by its parameter, and an equal gradient is not stored again."""
+    c = _Checkpoints(tmp_path)
+    layer = torch.nn.Linear(256, 256, bias=False)  # a 256 KB weight and gradient
+    x = torch.ones(1, 256)
+    layer(x).sum().backward()
+    c.take(layer, into=torch.nn.Linear(256, 256, bias=False))
+    old = layer.weight.grad
+    layer.weight.grad = None
+    layer(x).sum().backward()  # the same gradient, in a new tensor
+    assert old is not None and layer.weight.grad is not None
+    assert layer.weight.grad.data_ptr() != old.data_ptr()
+    restored = torch.nn.Linear(256, 256, bias=False)
+    copied, stored, _ = c.take(layer, into=restored)
+    assert (copied, stored) == (0, 0)
+    assert restored.weight.grad is not None
+    assert torch.equal(restored.weight.grad, layer.weight.grad)

@@ -66,11 +66,11 @@ class Checkpointer:
             "values": _each(snap, cheap_values(frame.f_locals)),
             "rng": capture_rng(),
         }
-        self._copies[block] = snap.current
+        self._copies[block] = copies = snap.current
         bound = tuple(sorted(k for k in frame.f_locals if not k.startswith("__")))
 
         def write() -> Written:
-            enc = encode(tree, self.store, self.chunks)
+            enc = encode(tree, self.store, self.chunks, copies.values())
             self.store.put(key, enc.data)
             entry = CheckpointEntry(
                 key=key,

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from flor.runtime.state import loader_position
-from flor.runtime.state.chunks import as_words
-from flor.runtime.state.codec import BLOB_MIN_BYTES  # smaller tensors are inlined, not chunked
+from flor.runtime.state.chunks import memory, same_chunks
+from flor.runtime.state.codec import BLOB_MIN_BYTES, LargeBytes  # smaller ones are inlined
 from flor.runtime.state.kinds import (
     MODULE_INTERNALS,
     flags,
@@ -53,7 +53,7 @@ class Snapshot:
     names is saved once), and the bytes of tensor data copied (what bounds the writer).
 
     ``previous`` holds the copies the last snapshot of the same block made, by source
-    (address, dtype, shape): a large tensor whose bits still equal its copy's is not
+    (address, dtype, shape; a gradient by its parameter's address): a large tensor whose bits still equal its copy's is not
     copied again but shares that copy, whose chunks are stored already. The compare
     reads every byte, so a write that bypassed autograd's version counter (``.data``,
     a numpy view) is seen; a tensor whose counter moved was written to, and is copied
@@ -66,28 +66,33 @@ class Snapshot:
         self.previous = previous
         self.current: dict[tuple[Any, ...], torch.Tensor] = {}
 
-    def copy(self, t: torch.Tensor) -> torch.Tensor:
+    def copy(self, t: torch.Tensor, of: torch.Tensor | None = None) -> torch.Tensor:
+        """A copy of ``t``, or the previous one where its bits are equal. ``of``: the parameter
+        whose gradient ``t`` is, the gradient's source across steps (``zero_grad`` frees it,
+        and backward allocates the next one wherever it may)."""
         nbytes = t.numel() * t.element_size()
         if self.previous is None or nbytes < BLOB_MIN_BYTES or not _comparable(t):
             self.nbytes += nbytes
             return tensor_copy(t)
         t = t.detach()
-        source = (t.data_ptr(), t.dtype, tuple(t.shape))
+        owner = t if of is None else of
+        source = (owner.data_ptr(), t.dtype, tuple(t.shape), of is not None)
         prev = self.previous.get(source)
         version = _version(t)
-        if (
-            prev is not None
-            and version == getattr(prev, "_flor_version", None)  # else surely written to
-            and torch.equal(as_words(prev), as_words(t))
-        ):
-            self.current[source] = prev
-            return prev
+        same = None
+        if prev is not None and version == getattr(prev, "_flor_version", None):
+            same = same_chunks(memory(prev), memory(t))  # an equal counter proves nothing
+            if same is not None and all(same):
+                self.current[source] = prev
+                return prev
         self.nbytes += nbytes
         new = t.clone()
         new._flor_version = version  # type: ignore[attr-defined]
-        if prev is not None:  # its writer compares chunks with this one's: most may be equal
+        if prev is not None:  # its writer keeps the hashes of the chunks that are equal
             prev.__dict__.pop("_flor_prev", None)  # a chain would hold every old copy
             new._flor_prev = prev  # type: ignore[attr-defined]
+            if same is not None:
+                new._flor_same = same  # type: ignore[attr-defined]  # compared already
         self.current[source] = new
         return new
 
@@ -132,9 +137,10 @@ def clone_tree(x: Any, snap: Snapshot) -> Any:
 
 def _pickle(x: Any) -> bytes:
     try:
-        return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:
         raise Unrestorable(f"a {type(x).__name__}, which cannot be saved ({_reason(e)})") from None
+    return LargeBytes(data) if len(data) >= BLOB_MIN_BYTES else data  # stored as chunks
 
 
 def _reason(e: Exception) -> str:
@@ -192,7 +198,7 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
         node = {"k": "sd", "v": clone_tree(obj.state_dict(), snap), "flags": flags(obj)}
         if isinstance(obj, torch.nn.Module):  # hindsight logs read gradients: a full run has them
             node["grads"] = [
-                None if p.grad is None else snap.copy(p.grad) for p in obj.parameters()
+                None if p.grad is None else snap.copy(p.grad, of=p) for p in obj.parameters()
             ]
             node["attrs"] = [
                 {name: capture(v, snap) for name, v in _module_attrs(m).items()}
@@ -279,15 +285,23 @@ def _module_attrs(module: torch.nn.Module) -> dict[str, Any]:
 def capture_rng() -> dict[str, Any]:
     """Every global RNG stream: python, numpy (if imported), torch CPU, each CUDA device."""
     version, internal, gauss = random.getstate()
+    np = sys.modules.get("numpy")
     rng: dict[str, Any] = {
         # 625 ints as one tensor: pickling them one by one was a checkpoint's largest fixed cost
-        "python": [version, torch.tensor(internal, dtype=torch.int64), gauss],
+        # (and numpy converts them in a third of torch.tensor's time)
+        "python": [version, _int64s(internal, np), gauss],
         "torch": torch.get_rng_state(),
     }
-    np = sys.modules.get("numpy")
     if np is not None:
         name, keys, pos, has_gauss, cached = np.random.get_state()
-        rng["numpy"] = [name, torch.from_numpy(keys.astype("int64")), pos, has_gauss, cached]
+        # its uint32 keys as int32 (restore casts them back): torch has no uint32 to pickle
+        rng["numpy"] = [name, torch.from_numpy(keys.view(np.int32)), pos, has_gauss, cached]
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         rng["cuda"] = torch.cuda.get_rng_state_all()
     return rng
+
+
+def _int64s(values: tuple[int, ...], np: Any) -> torch.Tensor:
+    if np is None:
+        return torch.tensor(values, dtype=torch.int64)
+    return torch.from_numpy(np.array(values, dtype=np.int64))

@@ -22,6 +22,7 @@ import io
 import math
 import pickle
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -31,7 +32,7 @@ import torch
 from flor.errors import CorruptCheckpoint
 from flor.runs.layout import blob_key
 from flor.runtime.state import unpickle
-from flor.runtime.state.chunks import Chunks
+from flor.runtime.state.chunks import Chunks, Pack
 from flor.store import Store
 
 BLOB_MIN_BYTES = 64 * 1024
@@ -44,6 +45,7 @@ class Encoded:
     blobs: dict[str, int] = field(default_factory=dict)  # blob sha256 -> bytes
     new_blob_bytes: int = 0  # blob bytes the store did not hold yet
     created: set[str] = field(default_factory=set)  # the blobs this write put in the store
+    pack: Pack = field(default_factory=Pack)  # the copies that changed whole, written last
 
     @property
     def logical(self) -> int:
@@ -63,22 +65,40 @@ class Encoded:
 MANIFEST = b"FLOR-MANIFEST-1\n"
 
 
+class LargeBytes(bytes):
+    """A pickled value of at least ``BLOB_MIN_BYTES`` (``capture`` marks them): stored as
+    chunks, like a tensor (a growing list another checkpoint holds most of)."""
+
+
 class _NotPlain(Exception):
     pass
 
 
-def encode(tree: Any, store: Store | None = None, chunks: Chunks | None = None) -> Encoded:
+def encode(
+    tree: Any,
+    store: Store | None = None,
+    chunks: Chunks | None = None,
+    copies: Iterable[torch.Tensor] = (),
+) -> Encoded:
     """Serialize ``tree``; with a ``store``, put its large values there as chunks
-    (through ``chunks``, which knows what this run already stored)."""
+    (through ``chunks``, which knows what this run already stored). ``copies``: the
+    snapshot's large copies, stored first, so that those that changed whole go into
+    one pack whose name the manifest can refer to."""
     if chunks is None and store is not None:
         chunks = Chunks(store)
     out = Encoded(b"", "")
+    if chunks is not None:
+        for t in copies:
+            chunks.put_tensor(t, out, pack=True)
+        chunks.put_pack(out)
     try:
-        out.data = MANIFEST + pickle.dumps(_plain(tree, chunks, out), protocol=5)
-    except _NotPlain:
-        out = Encoded(b"", "")
         buf = io.BytesIO()
-        torch.save(_split(tree, chunks, out) if chunks is not None else tree, buf)
+        buf.write(MANIFEST)
+        _Manifest(buf, chunks, out).dump(tree)
+        out.data = buf.getvalue()
+    except _NotPlain:
+        buf = io.BytesIO()
+        torch.save(_split(tree, chunks, out), buf)
         out.data = buf.getvalue()
     out.sha256 = hashlib.sha256(out.data).hexdigest()
     return out
@@ -95,52 +115,61 @@ def decode(data: bytes, sha256: str, key: str, store: Store | None = None) -> An
             tree = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as e:
         raise CorruptCheckpoint(key, f"not a flor checkpoint ({type(e).__name__})") from None
-    tree = _join(tree, store, key)
+    tree = _join(tree, _Blobs(store, key))
     unpickle.preload(tree, key)
     return tree
 
 
-class _NoClasses(pickle.Unpickler):
-    """Plain values only: a manifest that names any class is not one flor wrote."""
+class _Manifest(pickle.Pickler):
+    """Pickles a captured tree as plain values. The C pickler writes dicts, lists, tuples,
+    strings and numbers itself and asks ``reducer_override`` only of the rest: a tensor, an
+    OrderedDict (a state_dict), a dtype are written as the tagged dicts ``_join`` reads,
+    each as ``dict(...)`` of them; anything else is not plain (``torch.save`` then)."""
 
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("builtins", "complex"):
-            return complex
-        raise pickle.UnpicklingError(f"{module}.{name}")
+    def __init__(self, file: io.BytesIO, chunks: Chunks | None, out: Encoded) -> None:
+        super().__init__(file, protocol=5)
+        self._chunks = chunks
+        self._out = out
+
+    def reducer_override(self, x: Any) -> Any:
+        if type(x) is complex or x is dict or x is bytes:
+            return NotImplemented  # builtins.complex, and the classes reductions name
+        if type(x) is LargeBytes and self._chunks is None:
+            return (bytes, (bytes(x),))  # nowhere to put its chunks: inline
+        return (dict, (_tagged(x, self._chunks, self._out),))
 
 
-_PLAIN = (type(None), bool, int, float, complex, str, bytes)
-_TAGS = MappingProxyType({torch.dtype: "__flor_dtype__", torch.device: "__flor_device__"})
-
-
-def _plain(x: Any, chunks: Chunks | None, out: Encoded) -> Any:
+def _tagged(x: Any, chunks: Chunks | None, out: Encoded) -> dict[str, Any]:
     t = type(x)
-    if t is bytes and chunks is not None and len(x) >= BLOB_MIN_BYTES:
-        return {"__flor_bytes__": chunks.put_bytes(x, out)}
-    if t in _PLAIN:
-        return x
-    if t is dict:
-        return {k: _plain(v, chunks, out) for k, v in x.items()}
     if t is OrderedDict:  # a module's state_dict: its _metadata (versions) matters to loading
-        return {
-            "__flor_odict__": [(k, _plain(v, chunks, out)) for k, v in x.items()],
-            "meta": _plain(getattr(x, "_metadata", None), chunks, out),
-        }
-    if t is list:
-        return [_plain(v, chunks, out) for v in x]
-    if t is tuple:
-        return tuple(_plain(v, chunks, out) for v in x)
+        return {"__flor_odict__": list(x.items()), "meta": getattr(x, "_metadata", None)}
     if isinstance(x, torch.Tensor):
         if chunks is not None and _blobbable(x):
             return {"__flor_chunks__": chunks.put_tensor(x, out), **_form(x)}
         if not _raw_ok(x):
             raise _NotPlain
         return {"__flor_raw__": _raw(x), "dtype": _dtype(x), "shape": list(x.shape)}
+    if t is LargeBytes and chunks is not None:
+        return {"__flor_bytes__": chunks.put_bytes(x, out)}
     if t in _TAGS:
         return {_TAGS[t]: str(x)}
     if t is torch.Size:
         return {"__flor_size__": list(x)}
     raise _NotPlain
+
+
+class _NoClasses(pickle.Unpickler):
+    """Plain values only: a manifest that names any class but ``dict`` (its tagged values),
+    ``bytes`` and ``complex`` is not one flor wrote."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name in _CLASSES:
+            return _CLASSES[name]
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+_CLASSES = MappingProxyType({"bytes": bytes, "complex": complex, "dict": dict})
+_TAGS = MappingProxyType({torch.dtype: "__flor_dtype__", torch.device: "__flor_device__"})
 
 
 def _raw_ok(t: torch.Tensor) -> bool:
@@ -189,9 +218,12 @@ def _blobbable(t: torch.Tensor) -> bool:
     )
 
 
-def _split(x: Any, chunks: Chunks, out: Encoded) -> Any:
-    if isinstance(x, torch.Tensor) and _blobbable(x):
+def _split(x: Any, chunks: Chunks | None, out: Encoded) -> Any:
+    """``tree`` for torch.save: its large tensors as chunks, its large pickles as bytes."""
+    if isinstance(x, torch.Tensor) and chunks is not None and _blobbable(x):
         return {"__flor_chunks__": chunks.put_tensor(x, out), **_form(x)}
+    if type(x) is LargeBytes:
+        return bytes(x)
     if isinstance(x, dict):
         return {k: _split(v, chunks, out) for k, v in x.items()}
     if isinstance(x, list):
@@ -205,19 +237,19 @@ def _form(t: torch.Tensor) -> dict[str, Any]:
     return {"dtype": _dtype(t), "shape": list(t.shape)}
 
 
-def _join(x: Any, store: Store | None, key: str) -> Any:
+def _join(x: Any, blobs: _Blobs) -> Any:
     if isinstance(x, dict):
         if set(x) == {"__flor_pickle__"}:
-            pickled = _join(x["__flor_pickle__"], store, key)
-            return unpickle.loads(pickled, key)
+            pickled = _join(x["__flor_pickle__"], blobs)
+            return unpickle.loads(pickled, blobs.key)
         if "__flor_chunks__" in x:
-            return _load_chunks(x, store, key)
+            return _load_chunks(x, blobs)
         if set(x) == {"__flor_bytes__"}:
-            return bytes(_chunk_bytes(x["__flor_bytes__"], store, key))
+            return bytes(blobs.join(x["__flor_bytes__"]))
         if "__flor_blob__" in x:  # a whole-tensor blob: what checkpoints held before chunks
-            return _load_blob(x, store, key)
+            return _tensor(blobs.blob(x["__flor_blob__"]), x["dtype"], x["shape"])
         if "__flor_odict__" in x:
-            return _ordered(x, store, key)
+            return _ordered(x, blobs)
         if "__flor_raw__" in x:
             return _tensor(x["__flor_raw__"], x["dtype"], x["shape"])
         if len(x) == 1:
@@ -229,46 +261,60 @@ def _join(x: Any, store: Store | None, key: str) -> Any:
             if tag == "__flor_size__":
                 return torch.Size(value)
         for k, v in x.items():
-            x[k] = _join(v, store, key)
+            x[k] = _join(v, blobs)
     elif isinstance(x, list):
-        x[:] = [_join(v, store, key) for v in x]
+        x[:] = [_join(v, blobs) for v in x]
     elif isinstance(x, tuple):
-        return tuple(_join(v, store, key) for v in x)
+        return tuple(_join(v, blobs) for v in x)
     return x
 
 
-def _ordered(x: dict[str, Any], store: Store | None, key: str) -> OrderedDict[Any, Any]:
-    out = OrderedDict((k, _join(v, store, key)) for k, v in x["__flor_odict__"])
+def _ordered(x: dict[str, Any], blobs: _Blobs) -> OrderedDict[Any, Any]:
+    out = OrderedDict((k, _join(v, blobs)) for k, v in x["__flor_odict__"])
     if x["meta"] is not None:
-        out._metadata = _join(x["meta"], store, key)  # type: ignore[attr-defined]
+        out._metadata = _join(x["meta"], blobs)  # type: ignore[attr-defined]
     return out
 
 
-def _load_chunks(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tensor:
-    raw = _chunk_bytes(ref["__flor_chunks__"], store, key)
+def _load_chunks(ref: dict[str, Any], blobs: _Blobs) -> torch.Tensor:
+    raw = blobs.join(ref["__flor_chunks__"])
     if len(raw) != math.prod(ref["shape"]) * getattr(torch, ref["dtype"]).itemsize:
-        raise CorruptCheckpoint(key, "its chunks do not add up to its tensor's size")
+        raise CorruptCheckpoint(blobs.key, "its chunks do not add up to its tensor's size")
     return _tensor(raw, ref["dtype"], ref["shape"])
 
 
-def _chunk_bytes(shas: list[str], store: Store | None, key: str) -> bytearray:
-    out = bytearray()
-    for sha in shas:
-        out += _blob(sha, store, key)
-    return out
+class _Blobs:
+    """The blobs one checkpoint refers to, each checked against its hash as it is read; a
+    pack once, however many of its pieces the checkpoint holds."""
 
+    def __init__(self, store: Store | None, key: str) -> None:
+        self.store = store
+        self.key = key
+        self._packs: dict[str, bytes] = {}
 
-def _blob(sha: str, store: Store | None, key: str) -> bytes:
-    if store is None:
-        raise CorruptCheckpoint(key, "it refers to tensor blobs but no store was given")
-    try:
-        raw = store.get(blob_key(sha))
-    except KeyError:
-        raise CorruptCheckpoint(key, f"its tensor blob {sha[:12]} is missing") from None
-    if hashlib.sha256(raw).hexdigest() != sha:
-        raise CorruptCheckpoint(key, f"its tensor blob {sha[:12]} fails its checksum")
-    return raw
+    def join(self, refs: list[Any]) -> bytearray:
+        """The bytes of a chunk list: hashes of chunks, or ``[pack, offset, bytes, pack bytes]``."""
+        out = bytearray()
+        for ref in refs:
+            if isinstance(ref, str):
+                out += self.blob(ref)
+                continue
+            sha, offset, nbytes, total = ref
+            pack = self._packs.get(sha)
+            if pack is None:
+                pack = self._packs[sha] = self.blob(sha)
+            if len(pack) != total or offset + nbytes > total:
+                raise CorruptCheckpoint(self.key, f"its pack {sha[:12]} is not the size it names")
+            out += memoryview(pack)[offset : offset + nbytes]
+        return out
 
-
-def _load_blob(ref: dict[str, Any], store: Store | None, key: str) -> torch.Tensor:
-    return _tensor(_blob(ref["__flor_blob__"], store, key), ref["dtype"], ref["shape"])
+    def blob(self, sha: str) -> bytes:
+        if self.store is None:
+            raise CorruptCheckpoint(self.key, "it refers to tensor blobs but no store was given")
+        try:
+            raw = self.store.get(blob_key(sha))
+        except KeyError:
+            raise CorruptCheckpoint(self.key, f"its tensor blob {sha[:12]} is missing") from None
+        if hashlib.sha256(raw).hexdigest() != sha:
+            raise CorruptCheckpoint(self.key, f"its tensor blob {sha[:12]} fails its checksum")
+        return raw

@@ -9,6 +9,8 @@ what a state_dict leaves out but a full run has (train/eval flags, an optimizer'
 
 from __future__ import annotations
 
+import enum
+import functools
 import io
 import logging
 import sys
@@ -31,8 +33,13 @@ _SINK_NAMES = ("SummaryWriter", "tqdm", "Writer", "Run")  # by class name: optio
 
 def is_passive(obj: Any) -> bool:
     """Read-only inputs and sinks: not state, never saved or touched."""
-    if isinstance(
-        obj,
+    return _passive_type(type(obj))  # type: ignore[arg-type]  # a class is hashable
+
+
+@functools.cache
+def _passive_type(t: Any) -> bool:  # a type (Any: functools.cache wants Hashable)
+    if issubclass(
+        t,
         (
             types.ModuleType,
             types.FunctionType,
@@ -45,7 +52,7 @@ def is_passive(obj: Any) -> bool:
         ),
     ):
         return True
-    return type(obj).__name__ in _SINK_NAMES
+    return t.__name__ in _SINK_NAMES
 
 
 def positioned(obj: Any) -> bool:
@@ -63,12 +70,14 @@ def stateful(obj: Any) -> bool:
 
 def plain_object(obj: Any) -> bool:
     """An instance whose state is exactly its ``__dict__`` (no custom pickling)."""
-    t = type(obj)
+    return hasattr(obj, "__dict__") and _plain_type(type(obj))
+
+
+def _plain_type(t: Any) -> bool:
     return (
-        hasattr(obj, "__dict__")
-        and not isinstance(obj, (set, frozenset, dict))
-        and t.__reduce_ex__ is object.__reduce_ex__  # type: ignore[comparison-overlap]
-        and t.__reduce__ is object.__reduce__  # type: ignore[comparison-overlap]
+        not issubclass(t, (set, frozenset, dict))
+        and t.__reduce_ex__ is object.__reduce_ex__
+        and t.__reduce__ is object.__reduce__
         and getattr(t, "__getstate__", object.__getstate__) is object.__getstate__
     )
 
@@ -85,13 +94,46 @@ def stateful_in_scope(names: dict[str, Any]) -> dict[str, Any]:
     for name, value in names.items():
         if name.startswith("__"):
             continue
-        if _scoped_state(value):
+        role = _role(type(value))  # type: ignore[arg-type]  # a class is hashable
+        if _is_state(value, role):
             found[name] = value
-        elif plain_object(value) and not is_passive(value):
+        elif role is _Role.HOLDER and hasattr(value, "__dict__"):
             for attr, inner in vars(value).items():
-                if _scoped_state(inner):
+                if _is_state(inner, _role(type(inner))):  # type: ignore[arg-type]
                     found[f"{name}.{attr}"] = inner
     return found
+
+
+def _is_state(value: Any, role: _Role) -> bool:
+    return role is _Role.STATE or (role is not _Role.NONE and _scoped_state(value))
+
+
+class _Role(enum.Enum):
+    """What a value's type alone says of it in a scope (a checkpoint asks of every name)."""
+
+    NONE = 0  # never state: a module, a function, a class, a number, an array
+    STATE = 1  # always state: a loader, a generator, a type with a state_dict
+    INSTANCE = 2  # depends on the instance: a tensor (trainable?), an object with a __dict__
+    HOLDER = 3  # that, and a plain object whose attributes may hold state (``self``)
+
+
+@functools.cache
+def _role(t: Any) -> _Role:
+    if issubclass(t, (torch.utils.data.DataLoader, torch.utils.data.Sampler, torch.Generator)):
+        return _Role.STATE
+    if _passive_type(t):
+        return _Role.NONE
+    if issubclass(t, torch.Tensor):
+        return _Role.INSTANCE
+    if not t.__dictoffset__:  # no instance attributes: the type decides
+        return _Role.STATE if _stateful_type(t) else _Role.NONE
+    return _Role.HOLDER if _plain_type(t) else _Role.INSTANCE
+
+
+def _stateful_type(t: Any) -> bool:
+    return callable(getattr(t, "state_dict", None)) and callable(
+        getattr(t, "load_state_dict", None)
+    )
 
 
 def _scoped_state(value: Any) -> bool:
