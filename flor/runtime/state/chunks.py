@@ -17,8 +17,8 @@ Two shortcuts spare the hashing, both exact:
 A copy none of whose chunks equal its previous copy's (a parameter, an optimizer's
 moment, every step) is not cut into chunks, none of which would be shared: the
 checkpoint's copies that changed whole are written together as one blob, its
-``Pack``, since on a file system each blob is a file, whose creation costs more than
-its bytes. A first copy is always cut into chunks: another run may hold them.
+``Pack``: a file and a store round trip per checkpoint, not per tensor. A first copy
+is always cut into chunks: another run may hold them.
 
 ``held`` is what this run knows the store holds, so that known chunks cost no
 store round trip; thinning tells it what it deleted (``forget``).
@@ -41,9 +41,10 @@ PACK_MAX = 16 * 1024 * 1024  # a checkpoint's pack of copies that changed whole,
 
 class Pack:
     """The copies of one checkpoint that changed whole since their previous copies (a
-    parameter, its gradient, an optimizer's moments: every step), stored as one blob: on a
-    file system a file's creation costs more than a megabyte of its bytes. A copy in it is
-    named by a slice, ``[pack sha, offset, bytes, pack bytes]``, filled in once it is written."""
+    parameter, its gradient, an optimizer's moments: every step), stored as one blob: one
+    file to create, one hash and one store round trip (an S3 request) per checkpoint, not
+    one per tensor. A copy in it is named by a slice, ``[pack sha, offset, bytes, pack
+    bytes]``, filled in once the pack is written."""
 
     def __init__(self) -> None:
         self.pieces: list[memoryview] = []
@@ -80,12 +81,12 @@ class Chunks:
         if id(t) in out.pack.copies:  # the tree holds it twice
             return [out.pack.add(t, raw)]
         refs = getattr(t, "_flor_chunks", None)
-        if refs is not None and type(refs[0]) is list and refs[0][0] not in self.held:
-            refs = None  # its pack was thinned away: stored again, as chunks
         if refs is None:
             refs = _hashes(t, mem, raw)
         t.__dict__.pop("_flor_prev", None)
         t.__dict__.pop("_flor_same", None)
+        if refs is not None and type(refs[0]) is list and refs[0][0] not in self.held:
+            refs = _all(raw, _count(len(raw)))  # its pack was thinned away: stored again
         if refs is None and not pack:  # changed whole: one blob
             refs = [hashlib.sha256(raw).hexdigest()]
         if refs is None:  # changed whole: a piece of this checkpoint's pack

@@ -5,11 +5,14 @@ tensor and every large byte string (a pickled object) is replaced by the list
 of its 64 KiB chunks' SHA-256 (``chunks``): each chunk is stored once for the
 whole store (``.blobs/ab/abcd...``). A tensor that did not change since the
 last checkpoint, the rows of a replay buffer that did not, a frozen backbone
-another run already stored: none of them cost bytes again. Small tensors stay
-inline, where a blob per bias vector would cost more than it saves.
+another run already stored: none of them cost bytes again. A tensor that
+changed whole is a slice of the checkpoint's pack, ``[sha, offset, bytes, pack
+bytes]``. Small tensors stay inline, where a blob per bias vector would cost
+more than it saves.
 
-Loading uses an unpickler that resolves no class and checks every byte: the
-manifest against the SHA-256 in its journal entry, each chunk against its key.
+Loading uses an unpickler that resolves no class but ``dict``, ``bytes`` and
+``complex``, and checks every byte: the manifest against the SHA-256 in its
+journal entry, each chunk and pack against its key.
 Opaque leaves (a user's plain object) travel as pickled bytes and are
 unpickled only after their manifest matched, by ``unpickle``'s loader, which
 resolves no function that could act on the machine.
