@@ -53,11 +53,12 @@ class Snapshot:
     names is saved once), and the bytes of tensor data copied (what bounds the writer).
 
     ``previous`` holds the copies the last snapshot of the same block made, by source
-    (address, dtype, shape; a gradient by its parameter's address): a large tensor whose bits still equal its copy's is not
-    copied again but shares that copy, whose chunks are stored already. The compare
-    reads every byte, so a write that bypassed autograd's version counter (``.data``,
-    a numpy view) is seen; a tensor whose counter moved was written to, and is copied
-    without one (an optimizer's parameters and moments, every step).
+    (address, dtype, shape; a gradient by its parameter's address): a large tensor whose
+    bits still equal its copy's is not copied again but shares that copy, whose chunks are
+    stored already. The compare reads every byte, so a write that bypassed autograd's
+    version counter (``.data``, a numpy view) is seen; a tensor whose counter moved was
+    written to, and is copied without one (an optimizer's parameters and moments, every
+    step). A copy remembers the chunks it compared equal (``_flor_same``) for its writer.
     """
 
     def __init__(self, previous: dict[tuple[Any, ...], torch.Tensor] | None = None) -> None:
