@@ -716,7 +716,7 @@ def _cost_line(s: dict[str, Any], spent: float) -> str:
     size = s.get("checkpoint_bytes", 0) / kept if kept else 0.0
     return (
         f"{1000 * spent / taken:.1f} ms: {1000 * stall:.1f} ms copying on the training thread, "
-        f"{1000 * writer:.1f} ms writing in the background; {size / 1e6:.2f} MB"
+        f"{1000 * writer:.1f} ms writing (on the training thread when small); {size / 1e6:.2f} MB"
     )
 
 
