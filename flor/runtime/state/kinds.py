@@ -55,11 +55,14 @@ def _passive_type(t: Any) -> bool:  # a type (Any: functools.cache wants Hashabl
     return t.__name__ in _SINK_NAMES
 
 
+_POSITIONED = (torch.utils.data.DataLoader, torch.utils.data.Sampler)
+
+
 def positioned(obj: Any) -> bool:
     """A loader or sampler: its configuration and data are inputs, but iterating it may
     advance its counters and generators (accelerate's ``DataLoaderShard.iteration`` picks
     the next epoch's shuffle), which a full run has moved on and a replay must too."""
-    return isinstance(obj, (torch.utils.data.DataLoader, torch.utils.data.Sampler))
+    return isinstance(obj, _POSITIONED)
 
 
 def stateful(obj: Any) -> bool:
@@ -119,21 +122,15 @@ class _Role(enum.Enum):
 
 @functools.cache
 def _role(t: Any) -> _Role:
-    if issubclass(t, (torch.utils.data.DataLoader, torch.utils.data.Sampler, torch.Generator)):
+    if issubclass(t, (*_POSITIONED, torch.Generator)):
         return _Role.STATE
     if _passive_type(t):
         return _Role.NONE
     if issubclass(t, torch.Tensor):
         return _Role.INSTANCE
     if not t.__dictoffset__:  # no instance attributes: the type decides
-        return _Role.STATE if _stateful_type(t) else _Role.NONE
+        return _Role.STATE if stateful(t) else _Role.NONE  # the class's own methods
     return _Role.HOLDER if _plain_type(t) else _Role.INSTANCE
-
-
-def _stateful_type(t: Any) -> bool:
-    return callable(getattr(t, "state_dict", None)) and callable(
-        getattr(t, "load_state_dict", None)
-    )
 
 
 def _scoped_state(value: Any) -> bool:
