@@ -122,6 +122,21 @@ def test_a_replay_buffer_stores_the_rows_that_changed(tmp_path: object) -> None:
     assert np.array_equal(back, buffer)
 
 
+def test_the_chunks_that_changed_are_one_file_per_checkpoint(tmp_path: object) -> None:
+    """A replay buffer's arrays each gain rows: the chunks that changed, of every array, are
+    that checkpoint's pack (one file and one store round trip, not one per chunk)."""
+    c = _Checkpoints(tmp_path)
+    arrays = [np.zeros((20000, 4), dtype=np.float32) for _ in range(3)]  # five chunks each
+    c.take(arrays)
+    files = c.files()
+    for step in range(1, 4):
+        for a in arrays:
+            a[step * 5000 : step * 5000 + 200] = step  # rows in one chunk of each
+        _, stored, back = c.take(arrays)
+        assert stored == 3 * CHUNK_BYTES and c.files() == files + step
+        assert all(np.array_equal(x, a) for x, a in zip(back, arrays, strict=True))  # type: ignore[call-overload]
+
+
 def test_a_large_pickled_value_shares_its_unchanged_prefix(tmp_path: object) -> None:
     c = _Checkpoints(tmp_path)
     history = {1.5 * i for i in range(30000)}  # a set: pickled whole
@@ -171,8 +186,9 @@ def test_a_tensor_that_changes_whole_is_one_blob_and_then_only_what_changed(
     tmp_path: object,
 ) -> None:
     """A parameter changes whole at every step: each later copy is one blob (one file, not
-    eight chunk files). Once a step changes only part of it, that copy is cut into chunks
-    again (the whole blob shares none), and a step that changes one chunk adds that chunk."""
+    eight chunk files). Once a step changes only part of it, only the chunk that changed is
+    stored (in that checkpoint's pack: one file still); the others point into the blob
+    that held the whole copy."""
     c = _Checkpoints(tmp_path)
     t = torch.arange(512 * 256, dtype=torch.float32).reshape(512, 256)  # no two chunks alike
     c.take(t)
@@ -183,12 +199,11 @@ def test_a_tensor_that_changes_whole_is_one_blob_and_then_only_what_changed(
         _, stored, back = c.take(t)
         assert stored == t.numel() * 4 and torch.equal(back, t), step
         assert len(list(c.store.keys(".blobs"))) == files + step, "one blob per copy"
-    t[300, 7] = -1.0
-    _, stored, back = c.take(t)
-    assert stored == t.numel() * 4 and torch.equal(back, t)
-    t[100, 3] = -1.0
-    _, stored, back = c.take(t)
-    assert stored == CHUNK_BYTES and torch.equal(back, t)
+    for row in (300, 100):
+        t[row, 7] = -1.0
+        _, stored, back = c.take(t)
+        assert stored == CHUNK_BYTES and torch.equal(back, t), row
+    assert len(list(c.store.keys(".blobs"))) == files + 7
 
 
 def test_the_copies_that_changed_whole_are_one_file_a_later_checkpoint_points_into(
@@ -213,10 +228,11 @@ def test_the_copies_that_changed_whole_are_one_file_a_later_checkpoint_points_in
     assert torch.equal(back[0], a) and torch.equal(back[1], b)  # type: ignore[index]
 
 
-@pytest.mark.parametrize("then", ["unchanged", "rewritten"])
+@pytest.mark.parametrize("then", ["unchanged", "rewritten", "changed in part"])
 def test_a_copy_whose_pack_thinning_deleted_is_stored_again(tmp_path: object, then: str) -> None:
-    """Reused as it is, or written to its same bits (a fresh copy that compares equal to the
-    one in the pack): either way its bytes are stored again, not pointed at where they were."""
+    """Reused as it is, written to its same bits (a fresh copy that compares equal to the one
+    in the pack), or changed in one chunk: its bytes are stored again, not pointed at where
+    they were."""
     c = _Checkpoints(tmp_path)
     a = torch.arange(256 * 256, dtype=torch.float32)
     c.take(a)
@@ -227,6 +243,8 @@ def test_a_copy_whose_pack_thinning_deleted_is_stored_again(tmp_path: object, th
     c.chunks.forget(list(c.chunks.held))
     if then == "rewritten":
         a.mul_(1.0)
+    elif then == "changed in part":
+        a[7] = -1.0
     _, stored, back = c.take(a)
     assert stored == a.numel() * 4 and torch.equal(back, a)  # type: ignore[arg-type]
 

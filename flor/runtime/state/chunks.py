@@ -5,20 +5,17 @@ SHA-256 (``.blobs/ab/abcd...``). A replay buffer that gained a few rows, an
 embedding table with a few rows trained, a growing list pickled: most of their
 chunks are the previous checkpoint's, so a checkpoint costs what changed.
 
-Two shortcuts spare the hashing, both exact:
-
-- a copy the snapshot reused (its source's bits were equal to it, see
-  ``Snapshot.copy``) already carries its chunks' hashes (``_flor_chunks``);
-- a fresh copy of the same source carries the previous copy (``_flor_prev``):
-  chunks whose bytes equal the previous copy's keep its hashes, the rest are
-  hashed (one vectorized compare, a tenth of SHA-256's cost; the snapshot's own,
-  ``_flor_same``, where it made one).
-
-A copy none of whose chunks equal its previous copy's (a parameter, an optimizer's
-moment, every step) is not cut into chunks, none of which would be shared: the
-checkpoint's copies that changed whole are written together as one blob, its
-``Pack``: a file and a store round trip per checkpoint, not per tensor. A first copy
-is always cut into chunks: another run may hold them.
+A first copy is cut into chunks, each named by its hash: another run may hold
+them. After that, a copy is compared with the previous copy of the same source
+(``_flor_prev``; the snapshot's own compare, ``_flor_same``, where it made one):
+chunks whose bytes are equal keep its references, and what changed is written,
+unhashed piece by piece, into one of the checkpoint's two ``Pack`` blobs: a copy
+that changed whole (a parameter, an optimizer's moment, every step) as one piece
+of the pack of whole copies, and the chunks that changed of the others as pieces
+of the pack of parts. Two files and two store round trips per checkpoint, not
+one per tensor or chunk. A copy the snapshot reused (its source's bits were
+equal to it, see ``Snapshot.copy``) already carries its references
+(``_flor_chunks``).
 
 ``held`` is what this run knows the store holds, so that known chunks cost no
 store round trip; thinning tells it what it deleted (``forget``).
@@ -36,27 +33,27 @@ from flor.runs.layout import blob_key
 from flor.store import Store
 
 CHUNK_BYTES = 64 * 1024
-PACK_MAX = 16 * 1024 * 1024  # a checkpoint's pack of copies that changed whole, at most
+PACK_MAX = 16 * 1024 * 1024  # a pack's size, at most
 
 
 class Pack:
-    """The copies of one checkpoint that changed whole since their previous copies (a
-    parameter, its gradient, an optimizer's moments: every step), stored as one blob: one
-    file to create, one hash and one store round trip (an S3 request) per checkpoint, not
-    one per tensor. A copy in it is named by a slice, ``[pack sha, offset, bytes, pack
-    bytes]``, filled in once the pack is written."""
+    """Pieces of one checkpoint's copies that changed since their previous copies, stored as
+    one blob: the copies that changed whole (a parameter, its gradient, an optimizer's
+    moments: every step), or the chunks that changed of those that changed in part (the
+    rows a replay buffer gained). One file to create, one hash and one store round trip (an
+    S3 request) for each, not one per tensor or chunk. A piece is named by a slice, ``[pack
+    sha, offset, bytes, pack bytes]``, filled in once the pack is written."""
 
     def __init__(self) -> None:
         self.pieces: list[memoryview] = []
-        self.copies: dict[int, tuple[torch.Tensor, list[Any]]] = {}  # by id: each copy once
+        self.refs: list[list[Any]] = []  # each piece's slice, named when the pack is written
+        self.owners: dict[int, tuple[torch.Tensor, list[Any]]] = {}  # by id: each copy once
         self.nbytes = 0
 
-    def add(self, t: torch.Tensor, raw: memoryview) -> list[Any]:
-        if id(t) in self.copies:
-            return self.copies[id(t)][1]
+    def add(self, raw: memoryview) -> list[Any]:
         ref: list[Any] = ["", self.nbytes, len(raw), 0]
         self.pieces.append(raw)
-        self.copies[id(t)] = (t, ref)
+        self.refs.append(ref)
         self.nbytes += len(raw)
         return ref
 
@@ -73,33 +70,67 @@ class Chunks:
         self.held.difference_update(shas)
 
     def put_tensor(self, t: torch.Tensor, out: Any, pack: bool = False) -> list[Any]:
-        """Store the bytes of ``t`` (a flor-owned CPU copy) as chunks, or, with ``pack``, as a
-        piece of ``out.pack`` if it changed whole (else as one blob); their references, in
-        order (a chunk's hash, or a slice of a pack)."""
+        """Store the bytes of ``t`` (a flor-owned CPU copy) as chunks, and what changed of it
+        since its previous copy as pieces of a pack of ``out`` (with ``pack``; else as chunks,
+        or one blob if it changed whole); its references, in order (a chunk's hash, or a slice
+        of a pack)."""
+        packs: dict[str, Pack] = out.packs
+        for open_pack in packs.values():
+            if id(t) in open_pack.owners:  # the tree holds it twice; its pack is not written yet
+                return open_pack.owners[id(t)][1]
         mem = memory(t)
         raw = mem.data  # a memoryview of the copy: no bytes copied
-        if id(t) in out.pack.copies:  # the tree holds it twice
-            return [out.pack.add(t, raw)]
-        refs = getattr(t, "_flor_chunks", None)
-        if refs is None:
-            refs = _hashes(t, mem, raw)
-        t.__dict__.pop("_flor_prev", None)
-        t.__dict__.pop("_flor_same", None)
-        if refs is not None and type(refs[0]) is list and refs[0][0] not in self.held:
-            refs = _all(raw, _count(len(raw)))  # its pack was thinned away: stored again
-        if refs is None and not pack:  # changed whole: one blob
-            refs = [hashlib.sha256(raw).hexdigest()]
-        if refs is None:  # changed whole: a piece of this checkpoint's pack
-            if out.pack.nbytes + len(raw) > PACK_MAX:
-                self.put_pack(out)
-            return [out.pack.add(t, raw)]
+        refs = self._references(t, mem, raw)
+        if None in refs:
+            whole = all(r is None for r in refs)
+            if pack and (len(raw) <= PACK_MAX or not whole):
+                return self._pieces(t, raw, [None] if whole else refs, out)
+            refs = _all(raw, len(refs)) if pack else _named(raw, refs)
         self._put(raw, refs, out)
         t._flor_chunks = refs  # type: ignore[attr-defined]  # all stored: reusable
         return refs
 
-    def put_pack(self, out: Any) -> None:
-        """Write ``out.pack`` as one blob, name its pieces, and start a new one."""
-        pack, out.pack = out.pack, Pack()
+    def _references(self, t: torch.Tensor, mem: np.ndarray, raw: memoryview) -> list[Any]:
+        """The references of the chunks of ``t`` known so far, ``None`` for each to store."""
+        refs = getattr(t, "_flor_chunks", None)
+        if refs is None:
+            refs = _reused(t, mem, raw)
+        t.__dict__.pop("_flor_prev", None)
+        t.__dict__.pop("_flor_same", None)
+        if refs is None or not self._holds(refs):  # a first copy; a pack thinning deleted
+            return _all(raw, _count(len(raw)))
+        return list(refs)
+
+    def _holds(self, refs: list[Any]) -> bool:
+        return all(type(r) is not list or r[0] in self.held for r in refs)
+
+    def _pieces(self, t: torch.Tensor, raw: memoryview, refs: list[Any], out: Any) -> list[Any]:
+        """What changed of copy ``t`` (``None`` in ``refs``) as pieces of a pack: all of it, one
+        piece in the pack of copies that changed whole; or each chunk that changed, in the
+        pack of parts. Apart, because a chunk a later checkpoint still points at keeps its
+        whole pack: the rows a replay buffer gained would keep every parameter's copy."""
+        kind = "whole" if len(refs) == 1 else "part"
+        step = len(raw) if len(refs) == 1 else CHUNK_BYTES
+        named = []
+        for i, ref in enumerate(refs):
+            if ref is None:
+                piece = raw[i * step : (i + 1) * step]
+                if out.packs[kind].nbytes + len(piece) > PACK_MAX:
+                    self._write(out, kind)
+                ref = out.packs[kind].add(piece)
+            named.append(ref)
+        out.packs[kind].owners[id(t)] = (t, named)  # stored once that pack is
+        return named
+
+    def put_packs(self, out: Any) -> None:
+        """Write the packs of ``out``: after them, every copy's references are named."""
+        for kind in out.packs:
+            self._write(out, kind)
+
+    def _write(self, out: Any, kind: str) -> None:
+        """Write pack ``kind`` of ``out`` as one blob, name its pieces, and start a new one."""
+        pack = out.packs[kind]
+        out.packs[kind] = Pack()
         if not pack.pieces:
             return
         digest = hashlib.sha256()
@@ -112,9 +143,13 @@ class Chunks:
                 out.created.add(sha)
             self.held.add(sha)
         out.blobs[sha] = pack.nbytes
-        for t, ref in pack.copies.values():
+        for ref in pack.refs:
             ref[0], ref[3] = sha, pack.nbytes
-            t._flor_chunks = [ref]  # stored: reusable
+        # Its owners' pieces are all named now: a copy is its pack's owner once the last of
+        # its pieces went in, and those before went into packs written before.
+        for t, refs in pack.owners.values():
+            self._put(memory(t).data, refs, out)  # the chunks it kept, in this checkpoint too
+            t._flor_chunks = refs  # stored: reusable
 
     def put_bytes(self, data: bytes, out: Any) -> list[str]:
         raw = memoryview(data)
@@ -137,22 +172,41 @@ class Chunks:
             out.blobs[sha] = len(piece)
 
 
-def _hashes(t: torch.Tensor, mem: np.ndarray, raw: memoryview) -> list[Any] | None:
-    """The chunks' references of a fresh copy: the previous copy's where the bytes are
-    equal; None where none is (the copy goes into the checkpoint's pack whole)."""
+def _reused(t: torch.Tensor, mem: np.ndarray, raw: memoryview) -> list[Any] | None:
+    """A fresh copy's references where its chunks equal its previous copy's, ``None`` for
+    each chunk that changed; None where there is no previous copy to go by (a first copy)."""
     prev: torch.Tensor | None = getattr(t, "_flor_prev", None)
     old = getattr(prev, "_flor_chunks", None)  # None: its write failed or is pending
-    count = _count(len(raw))
     if prev is None or old is None:
-        return _all(raw, count)
+        return None
+    count = _count(len(raw))
     same = getattr(t, "_flor_same", None)  # the snapshot compared them already
     if same is None:
         same = _compared(memory(prev), mem, whole_before=len(old) == 1 < count)
-    if same is None or not any(same):
-        return None if len(raw) <= PACK_MAX else _all(raw, count)
-    if len(old) != count:  # the previous copy was one blob: reusable only whole
-        return list(old) if all(same) else _all(raw, count)
-    return [old[i] if same[i] else _sha(raw, i) for i in range(count)]
+    if same is None:
+        return [None] * count
+    if len(old) != count:  # the previous copy was stored whole: a slice of a pack, or a blob
+        if type(old[0]) is not list:
+            return list(old) if all(same) else [None] * count
+        old = _sliced(old[0], count)
+    return [old[i] if same[i] else None for i in range(count)]
+
+
+def _sliced(ref: list[Any], count: int) -> list[list[Any]]:
+    """A pack slice of a whole copy, as the slices of its chunks."""
+    sha, offset, nbytes, total = ref
+    return [
+        [sha, offset + i * CHUNK_BYTES, min(CHUNK_BYTES, nbytes - i * CHUNK_BYTES), total]
+        for i in range(count)
+    ]
+
+
+def _named(raw: memoryview, refs: list[Any]) -> list[Any]:
+    """What changed of a copy (its chunks ``None`` in ``refs``) named by hash: one blob if
+    it changed whole."""
+    if all(r is None for r in refs):
+        return [hashlib.sha256(raw).hexdigest()]
+    return [_sha(raw, i) if r is None else r for i, r in enumerate(refs)]
 
 
 def _compared(prev: np.ndarray, mem: np.ndarray, whole_before: bool) -> list[bool] | None:

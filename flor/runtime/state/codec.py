@@ -5,10 +5,10 @@ tensor and every large byte string (a pickled object) is replaced by the list
 of its 64 KiB chunks' SHA-256 (``chunks``): each chunk is stored once for the
 whole store (``.blobs/ab/abcd...``). A tensor that did not change since the
 last checkpoint, the rows of a replay buffer that did not, a frozen backbone
-another run already stored: none of them cost bytes again. A tensor that
-changed whole is a slice of the checkpoint's pack, ``[sha, offset, bytes, pack
-bytes]``. Small tensors stay inline, where a blob per bias vector would cost
-more than it saves.
+another run already stored: none of them cost bytes again. What changed since
+the previous checkpoint (a tensor whole, or some of its chunks) is a slice of
+one of the checkpoint's packs, ``[sha, offset, bytes, pack bytes]``. Small
+tensors stay inline, where a blob per bias vector would cost more than it saves.
 
 Loading uses an unpickler that resolves no class but ``dict``, ``bytes`` and
 ``complex``, and checks every byte: the manifest against the SHA-256 in its
@@ -48,7 +48,8 @@ class Encoded:
     blobs: dict[str, int] = field(default_factory=dict)  # blob sha256 -> bytes
     new_blob_bytes: int = 0  # blob bytes the store did not hold yet
     created: set[str] = field(default_factory=set)  # the blobs this write put in the store
-    pack: Pack = field(default_factory=Pack)  # the copies that changed whole, written last
+    # what changed of the copies, written before the manifest: whole copies, and parts
+    packs: dict[str, Pack] = field(default_factory=lambda: {"whole": Pack(), "part": Pack()})
 
     @property
     def logical(self) -> int:
@@ -85,15 +86,15 @@ def encode(
 ) -> Encoded:
     """Serialize ``tree``; with a ``store``, put its large values there as chunks
     (through ``chunks``, which knows what this run already stored). ``copies``: the
-    snapshot's large copies, stored first, so that those that changed whole go into
-    one pack whose name the manifest can refer to."""
+    snapshot's large copies, stored first, so that what changed of them goes into packs
+    whose names the manifest can refer to."""
     if chunks is None and store is not None:
         chunks = Chunks(store)
     out = Encoded(b"", "")
     if chunks is not None:
         for t in copies:
             chunks.put_tensor(t, out, pack=True)
-        chunks.put_pack(out)
+        chunks.put_packs(out)
     try:
         buf = io.BytesIO()
         buf.write(MANIFEST)
