@@ -137,6 +137,19 @@ def test_the_chunks_that_changed_are_one_file_per_checkpoint(tmp_path: object) -
         assert all(np.array_equal(x, a) for x, a in zip(back, arrays, strict=True))  # type: ignore[call-overload]
 
 
+def test_a_growing_history_of_losses_stores_its_new_tail(tmp_path: object) -> None:
+    """A list of floats appended to every step (``losses.append(loss.item())``): a
+    checkpoint stores the chunk its new items are in, not the whole list again."""
+    c = _Checkpoints(tmp_path)
+    losses = [0.1 * i for i in range(20000)]  # 180 KB pickled: three chunks
+    _, first, _ = c.take(losses)
+    losses.extend([1.0, 2.0])
+    into: list[float] = []
+    _, stored, back = c.take(losses, into=into)
+    assert back is into and into == losses
+    assert first > 2 * CHUNK_BYTES and 0 < stored <= CHUNK_BYTES
+
+
 def test_a_large_pickled_value_shares_its_unchanged_prefix(tmp_path: object) -> None:
     c = _Checkpoints(tmp_path)
     history = {1.5 * i for i in range(30000)}  # a set: pickled whole

@@ -87,6 +87,22 @@ def test_values_tensors_parameters_and_unbound() -> None:
     assert restored[9][0] == 1 and torch.equal(restored[9][1], t)
 
 
+@pytest.mark.parametrize("length", [5, 5000])
+def test_a_list_of_primitives_is_restored_in_place_with_each_type(length: int) -> None:
+    """Saved as its values in one go (long ones pickled, as chunks): each comes back with its
+    own type, into the same list; a tuple of them comes back a tuple."""
+    history = [0.5 * i for i in range(length)] + [None, "s", True, 7, b"b", torch.float16]
+    history += [torch.Size([2, 3]), torch.device("cpu")]
+    scalars = tuple(range(length))
+    nodes = _roundtrip([history, scalars])
+    expected = list(history)
+    history.clear()
+    done: dict[int, object] = {}
+    assert restore(history, nodes[0], done) is history
+    assert history == expected and [type(v) for v in history] == [type(v) for v in expected]
+    assert restore(None, nodes[1], done) == scalars
+
+
 def test_module_train_mode_and_scheduler_flags_restored() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout())
     model.train()

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 _PRIMITIVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
+PRIMITIVE_TYPES = frozenset(_PRIMITIVES)
 
 
 def primitive(x: Any) -> bool:

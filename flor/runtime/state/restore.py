@@ -123,11 +123,14 @@ def _restore_sequence(cur: Any, node: dict[str, Any], done: dict[int, Any], path
     kind = node["k"]
     if isinstance(cur, list) and kind == "list":
         done[node["id"]] = cur  # before the items: they may refer back to it
-    olds = list(cur) if isinstance(cur, (list, tuple)) else []
-    items = [
-        restore(olds[i] if i < len(olds) else _MISSING, n, done, f"{path}[{i}]")
-        for i, n in enumerate(node["v"])
-    ]
+    if "vals" in node:  # primitives only, saved as they are
+        items = list(node["vals"])
+    else:
+        olds = list(cur) if isinstance(cur, (list, tuple)) else []
+        items = [
+            restore(olds[i] if i < len(olds) else _MISSING, n, done, f"{path}[{i}]")
+            for i, n in enumerate(node["v"])
+        ]
     if kind == "tuple":
         return tuple(items)
     if isinstance(cur, list):
