@@ -7,7 +7,9 @@ plain run, `flor run` (or `--flor`) under the default budget, the `# @outside:`
 hindsight edit, then `flor replay`. It reports whether the replay printed exactly
 what a full run of the edited script prints, and the share of the full run's
 backward passes the replay executed (counted in-process by
-tests/counting/sitecustomize.py), with wall times, at one torch thread. ``--records 2``
+tests/counting/sitecustomize.py), with wall times, at one torch thread; and the share
+again with ``FLOR_RESTORE=always``: the record's coverage, where the replay itself runs a
+block of a millisecond rather than restore it. ``--records 2``
 records each script twice and replays the second run, as a script trained again is: a loop
 of no length (``count()``) takes its start-up allowance's spread from the run before.
 """
@@ -69,12 +71,19 @@ def case(name: str, hand: bool, epsilon: str, work: Path, records: int = 1) -> s
     replay = [str(script), "--flor", "x", "--replay_flor"] if hand else []
     replay = replay or ["-m", "flor.cli", "replay", "--name", "x"]
     replay_s, out, executed = run(replay, env, work)
-    share = executed / full if full else 0.0
-    verdict = "same" if out == truth else "DIFFERENT"
+    # The record's own coverage: a replay restores a block only where that beats running it
+    # (a block of a millisecond runs); restoring wherever a checkpoint is counts what the
+    # checkpoints spare.
+    _, covered_out, uncovered = run(replay, {**env, "FLOR_RESTORE": "always"}, work)
+    same = out == truth and covered_out == truth
     return (
-        f"| {name} | {verdict} | {executed}/{full} ({share:.0%}) | {plain_s:.2f} s | "
-        f"{replay_s:.2f} s |"
+        f"| {name} | {'same' if same else 'DIFFERENT'} | {_share(executed, full)} | "
+        f"{_share(uncovered, full)} | {plain_s:.2f} s | {replay_s:.2f} s |"
     )
+
+
+def _share(executed: int, full: int) -> str:
+    return f"{executed}/{full} ({executed / full if full else 0.0:.0%})"
 
 
 def main() -> None:
@@ -83,8 +92,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1, help="record each script N times")
     args = parser.parse_args()
     print(f"epsilon {float(args.epsilon):.4f}, OMP_NUM_THREADS=1, {args.records} record(s)")
-    print("| script | replay vs full run | backward passes replayed | full run | replay |")
-    print("|---|---|---|---|---|")
+    print(
+        "| script | replay vs full run | backward passes replayed | with --restore always "
+        "| full run | replay |"
+    )
+    print("|---|---|---|---|---|---|")
     for name, hand in CASES:
         with tempfile.TemporaryDirectory() as tmp:
             print(case(name, hand, args.epsilon, Path(tmp), args.records), flush=True)
