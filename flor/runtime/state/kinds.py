@@ -19,14 +19,15 @@ from typing import Any
 
 import torch
 
-_PRIMITIVES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size)
-PRIMITIVE_TYPES = frozenset(_PRIMITIVES)
+PRIMITIVE_TYPES = frozenset(
+    {type(None), bool, int, float, str, bytes, torch.dtype, torch.device, torch.Size}
+)
 
 
 def primitive(x: Any) -> bool:
-    """Saved as itself: exactly one of ``_PRIMITIVES``. A subclass (``numpy.float64`` is a
+    """Saved as itself: exactly one of ``PRIMITIVE_TYPES``. A subclass (``numpy.float64`` is a
     float) is pickled instead: weights-only loading refuses any other class."""
-    return type(x) in _PRIMITIVES
+    return type(x) in PRIMITIVE_TYPES
 
 
 _SINK_NAMES = ("SummaryWriter", "tqdm", "Writer", "Run")  # by class name: optional packages
