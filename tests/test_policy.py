@@ -54,42 +54,39 @@ def test_a_start_up_longer_than_training_is_budgeted_over_the_loop() -> None:
     assert policy.spent <= 0.1 * (2.0 + 0.1) and policy.budgeted(0.1, 9) == 2.0
 
 
+def _first_run(
+    epsilon: float, startup: float, steps: int, step: float, cost: float
+) -> tuple[int, CheckpointPolicy]:
+    """A loop of unknown length on its first run: the checkpoints it takes, within epsilon of
+    the process's time wherever it stops."""
+    policy, compute, taken = CheckpointPolicy(epsilon), 0.0, 0
+    policy.allow_startup(startup, 0)
+    for g in range(steps):
+        compute += step
+        if policy.should_checkpoint(compute, g):
+            policy.charge(g, cost)
+            policy.settle(g)
+            taken += 1
+        assert policy.spent <= epsilon * (startup + compute) + cost
+    return taken, policy
+
+
 def test_a_loop_of_unknown_length_is_allowed_its_start_up_as_it_trains() -> None:
     """A ``count()`` loop on its first run: 100 iterations of 10 ms after a 2 s start-up,
     checkpoints of 15 ms. Its length unknown, the start-up is allowed 32 times as fast as the
     loop trains (whole after 0.0625 s of it): twice the checkpoints of the training alone, and
     still within epsilon of the process's time wherever the loop stops."""
-
-    def run(startup: float) -> tuple[int, CheckpointPolicy]:
-        policy, compute, taken = CheckpointPolicy(0.1), 0.0, 0
-        policy.allow_startup(startup, 0)
-        for g in range(100):
-            compute += 0.01
-            if policy.should_checkpoint(compute, g):
-                policy.charge(g, 0.015)
-                policy.settle(g)
-                taken += 1
-            assert policy.spent <= 0.1 * (startup + compute) + 0.015
-        return taken, policy
-
-    alone, with_startup = run(0.0)[0], run(2.0)
-    assert alone >= 5 and with_startup[0] >= 2 * alone - 1
-    assert with_startup[1].budgeted(1.0, 99) == 2.0
-    assert with_startup[1].budgeted(0.05, 4) == pytest.approx(1.6)
+    alone, _ = _first_run(0.1, 0.0, 100, 0.01, 0.015)
+    taken, policy = _first_run(0.1, 2.0, 100, 0.01, 0.015)
+    assert alone >= 5 and taken >= 2 * alone - 1
+    assert policy.budgeted(1.0, 99) == 2.0 and policy.budgeted(0.05, 4) == pytest.approx(1.6)
 
 
 def test_a_short_first_run_of_a_loop_of_unknown_length_is_checkpointed_at_most_iterations() -> None:
     """A script of a few seconds around a ``count()`` loop of 18 steps of 2 ms, checkpoints of
     1.5 ms: a hindsight print after each step then restores at least 3 of 4 of them."""
-    policy, compute, taken = CheckpointPolicy(1 / 15), 0.0, 0
-    policy.allow_startup(2.5, 0)
-    for g in range(18):
-        compute += 0.002
-        if policy.should_checkpoint(compute, g):
-            policy.charge(g, 0.0015)
-            policy.settle(g)
-            taken += 1
-    assert taken >= 14 and policy.spent <= (2.5 + compute) / 15
+    taken, _ = _first_run(1 / 15, 2.5, 18, 0.002, 0.0015)
+    assert taken >= 14
 
 
 def test_overhead_is_reported() -> None:
