@@ -16,7 +16,7 @@ from flor.errors import CorruptCheckpoint
 from flor.runs.layout import KINDS, blob_key
 from flor.runtime.state.capture import Snapshot, capture
 from flor.runtime.state.chunks import CHUNK_BYTES, Chunks
-from flor.runtime.state.codec import decode, encode
+from flor.runtime.state.codec import VerifiedBlobs, decode, encode
 from flor.runtime.state.restore import restore
 from flor.store.local import LocalStore
 
@@ -158,6 +158,43 @@ def test_a_large_pickled_value_shares_its_unchanged_prefix(tmp_path: object) -> 
     _, second, back = c.take(history)
     assert back == history
     assert 0 < second < first
+
+
+class _CountingStore(LocalStore):
+    def __init__(self, root: str) -> None:
+        super().__init__(root, KINDS)
+        self.reads: list[str] = []
+
+    def get(self, key: str) -> bytes:
+        self.reads.append(key)
+        return super().get(key)
+
+
+def test_consecutive_restores_read_the_blobs_they_share_once(tmp_path: object) -> None:
+    """A replay restores checkpoint after checkpoint: a frozen tensor they all hold is read
+    and checked against its hash once, not once per restore; what changed is read each time.
+    A cache too small for a blob keeps none, and each restore reads it again."""
+    store = _CountingStore(str(tmp_path))
+    chunks = Chunks(store)
+    frozen, trained = torch.randn(256, 256), torch.zeros(256, 256)  # 256 KB each
+    previous: dict[object, torch.Tensor] = {}
+    encoded = []
+    for _ in range(3):
+        trained += 1.0
+        snap = Snapshot(previous)
+        node = capture([frozen, trained], snap)
+        previous = snap.current
+        encoded.append(encode(node, store, chunks, snap.current.values()))
+    frozen_blobs = {blob_key(sha) for sha in encoded[0].blobs.keys() & encoded[2].blobs.keys()}
+    assert frozen_blobs
+    for verified, reads_of_each in ((VerifiedBlobs(), 1), (VerifiedBlobs(max_bytes=1024), 3)):
+        store.reads = []
+        for enc in encoded:
+            back = decode(enc.data, enc.sha256, "k", store, verified)
+            values = restore(None, back)
+            assert torch.equal(values[0], frozen)
+        assert {store.reads.count(key) for key in frozen_blobs} == {reads_of_each}
+    assert torch.equal(values[1], trained)
 
 
 def test_a_changed_chunk_is_refused(tmp_path: object) -> None:

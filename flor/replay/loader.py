@@ -15,7 +15,7 @@ from typing import Any
 from flor.errors import CorruptCheckpoint
 from flor.runs.records import CheckpointEntry
 from flor.runtime.checkpoints.writer import INLINE_BYTES
-from flor.runtime.state.codec import decode
+from flor.runtime.state.codec import VerifiedBlobs, decode
 from flor.store import Store
 
 
@@ -26,6 +26,7 @@ class CheckpointLoader:
         self._window = window
         self._futures: dict[str, Future[Any]] = {}
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="flor-prefetch")
+        self._verified = VerifiedBlobs()  # what consecutive restores share is read once
         self._fill()
 
     def _fill(self) -> None:
@@ -39,7 +40,7 @@ class CheckpointLoader:
             data = self.store.get(entry.key)
         except KeyError:
             raise CorruptCheckpoint(entry.key, "it is missing from the store") from None
-        tree = decode(data, entry.sha256, entry.key, self.store)
+        tree = decode(data, entry.sha256, entry.key, self.store, self._verified)
         held = tree.get("key", entry.key) if isinstance(tree, dict) else entry.key
         if held != entry.key:  # older checkpoints hold no key
             raise CorruptCheckpoint(entry.key, f"its journal entry points at {held}'s bytes")

@@ -24,6 +24,7 @@ import hashlib
 import io
 import math
 import pickle
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -108,8 +109,15 @@ def encode(
     return out
 
 
-def decode(data: bytes, sha256: str, key: str, store: Store | None = None) -> Any:
-    """Verify ``data`` against ``sha256``, then load it (and its blobs) without running code."""
+def decode(
+    data: bytes,
+    sha256: str,
+    key: str,
+    store: Store | None = None,
+    verified: VerifiedBlobs | None = None,
+) -> Any:
+    """Verify ``data`` against ``sha256``, then load it (and its blobs) without running code;
+    ``verified``: blobs an earlier decode read and checked already."""
     if hashlib.sha256(data).hexdigest() != sha256:
         raise CorruptCheckpoint(key, "checksum mismatch (the file was changed or truncated)")
     try:
@@ -119,7 +127,7 @@ def decode(data: bytes, sha256: str, key: str, store: Store | None = None) -> An
             tree = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as e:
         raise CorruptCheckpoint(key, f"not a flor checkpoint ({type(e).__name__})") from None
-    tree = _join(tree, _Blobs(store, key))
+    tree = _join(tree, _Blobs(store, key, verified))
     unpickle.preload(tree, key)
     return tree
 
@@ -287,13 +295,44 @@ def _load_chunks(ref: dict[str, Any], blobs: _Blobs) -> torch.Tensor:
     return _tensor(raw, ref["dtype"], ref["shape"])
 
 
-class _Blobs:
-    """The blobs one checkpoint refers to, each checked against its hash as it is read; a
-    pack once, however many of its pieces the checkpoint holds."""
+class VerifiedBlobs:
+    """Blobs read and checked against their hash already, the most recently used first, up
+    to ``max_bytes``: the restores of one replay share most of theirs (the replay buffer's
+    chunks that stopped changing, a target network's pack), and a blob's key is its hash,
+    so its bytes never change."""
 
-    def __init__(self, store: Store | None, key: str) -> None:
+    def __init__(self, max_bytes: int = 128 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+        self._nbytes = 0
+        self._lock = threading.Lock()  # the replay's thread and its prefetching one
+
+    def get(self, sha: str) -> bytes | None:
+        with self._lock:
+            raw = self._blobs.get(sha)
+            if raw is not None:
+                self._blobs.move_to_end(sha)
+            return raw
+
+    def add(self, sha: str, raw: bytes) -> None:
+        with self._lock:
+            if sha in self._blobs or len(raw) > self.max_bytes:
+                return
+            self._blobs[sha] = raw
+            self._nbytes += len(raw)
+            while self._nbytes > self.max_bytes:
+                _, dropped = self._blobs.popitem(last=False)
+                self._nbytes -= len(dropped)
+
+
+class _Blobs:
+    """The blobs one checkpoint refers to, each checked against its hash as it is read (or
+    found in ``verified``); a pack once, however many of its pieces the checkpoint holds."""
+
+    def __init__(self, store: Store | None, key: str, verified: VerifiedBlobs | None) -> None:
         self.store = store
         self.key = key
+        self.verified = verified
         self._packs: dict[str, bytes] = {}
 
     def join(self, refs: list[Any]) -> bytearray:
@@ -313,6 +352,15 @@ class _Blobs:
         return out
 
     def blob(self, sha: str) -> bytes:
+        known = self.verified.get(sha) if self.verified is not None else None
+        if known is not None:
+            return known
+        raw = self._read(sha)
+        if self.verified is not None:
+            self.verified.add(sha, raw)
+        return raw
+
+    def _read(self, sha: str) -> bytes:
         if self.store is None:
             raise CorruptCheckpoint(self.key, "it refers to tensor blobs but no store was given")
         try:
