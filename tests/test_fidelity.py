@@ -44,6 +44,7 @@ RUN_CASES = [  # (script, budget) recorded with `flor run`
     ("stateful_loader.py", DENSE),  # a persistent StatefulDataLoader iterator with workers
     ("loss_after_block.py", DENSE),  # the edit reads the forward's loss after the block
     ("best_state.py", DENSE),  # best weights copied outside the block, loaded after the loop
+    ("word_lm.py", DENSE),  # an LSTM language model, its learning rate annealed by hand
 ]
 
 

@@ -25,11 +25,10 @@ from flor.runtime.state import loader_position
 from flor.runtime.state.chunks import memory, same_chunks
 from flor.runtime.state.codec import BLOB_MIN_BYTES, LargeBytes  # smaller ones are inlined
 from flor.runtime.state.kinds import (
-    MODULE_INTERNALS,
     PRIMITIVE_TYPES,
     flags,
-    is_ddp,
     is_passive,
+    module_attrs,
     numeric_array,
     plain_object,
     positioned,
@@ -216,7 +215,7 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
                 None if p.grad is None else snap.copy(p.grad, of=p) for p in obj.parameters()
             ]
             node["attrs"] = [
-                {name: capture(v, snap) for name, v in _module_attrs(m).items()}
+                {name: capture(v, snap) for name, v in module_attrs(m).items()}
                 for m in obj.modules()
             ]
         return node
@@ -288,15 +287,6 @@ def _settings(cls: Any) -> frozenset[str]:
             with contextlib.suppress(TypeError, ValueError):  # a builtin's: no signature
                 names.update(inspect.signature(init).parameters)
     return frozenset(names)
-
-
-def _module_attrs(module: torch.nn.Module) -> dict[str, Any]:
-    """What a module holds besides parameters, buffers and submodules: an optimizer built
-    in ``__init__`` (``self.optimizer``), a rollout list (``self.data``), counters. Its
-    ``state_dict`` leaves them out; a full run has them."""
-    if is_ddp(module):
-        return {}
-    return {k: v for k, v in vars(module).items() if k not in MODULE_INTERNALS}
 
 
 def capture_rng() -> dict[str, Any]:

@@ -15,6 +15,7 @@ import io
 import logging
 import sys
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -164,12 +165,53 @@ def numeric_array(obj: Any) -> bool:
 
 
 MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+_WEAK = (weakref.ReferenceType, weakref.ProxyType, weakref.CallableProxyType)
 
 
-def is_ddp(module: torch.nn.Module) -> bool:
-    """A DDP wrapper's own attributes are its reducer, logger and process group: built by
-    its constructor, in this process, never restored (its wrapped module's are)."""
-    return isinstance(module, torch.nn.parallel.DistributedDataParallel)
+def module_attrs(module: torch.nn.Module) -> dict[str, Any]:
+    """What a module holds besides parameters, buffers, submodules and its own caches of
+    them: an optimizer built in ``__init__`` (``self.optimizer``), a rollout list
+    (``self.data``), counters. Its ``state_dict`` leaves them out; a full run has them."""
+    if is_wrapper(module):
+        return {}
+    attrs = {k: v for k, v in vars(module).items() if k not in MODULE_INTERNALS}
+    for name in _derived(module, attrs):
+        del attrs[name]
+    return attrs
+
+
+def kept_attrs(module: torch.nn.Module) -> frozenset[str]:
+    """The attributes a checkpoint neither saves nor takes away: torch's own, and the
+    caches ``_derived`` finds."""
+    attrs = {k: v for k, v in vars(module).items() if k not in MODULE_INTERNALS}
+    derived = _derived(module, attrs)
+    return MODULE_INTERNALS.union(derived) if derived else MODULE_INTERNALS
+
+
+def _derived(module: torch.nn.Module, attrs: dict[str, Any]) -> list[str]:
+    """Caches of a module's own parameters, valid again as those are restored in place: an
+    RNN's ``_flat_weights`` and the weak references to them (unpicklable; torch keeps them)."""
+    own: set[int] | None = None
+    found = []
+    for name, value in attrs.items():
+        if isinstance(value, _WEAK):
+            found.append(name)
+        elif type(value) in (list, tuple) and value:
+            if own is None:
+                own = {id(t) for t in (*module._parameters.values(), *module._buffers.values())}
+            if all(v is None or isinstance(v, _WEAK) or id(v) in own for v in value):
+                found.append(name)
+    return found
+
+
+def is_wrapper(module: torch.nn.Module) -> bool:
+    """A wrapper's own attributes are built by its constructor, in this process, and never
+    restored (its wrapped module's are): DDP's reducer, logger and process group;
+    ``torch.compile``'s compiler context and wrapped forward."""
+    if isinstance(module, torch.nn.parallel.DistributedDataParallel):
+        return True
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")  # imported by torch.compile
+    return dynamo is not None and isinstance(module, dynamo.OptimizedModule)
 
 
 def flags(obj: Any) -> dict[str, Any]:

@@ -27,8 +27,8 @@ import torch
 from flor.errors import FlorError
 from flor.runtime.state import loader_position, unpickle
 from flor.runtime.state.kinds import (
-    MODULE_INTERNALS,
-    is_ddp,
+    is_wrapper,
+    kept_attrs,
     plain_object,
     positioned,
     set_flags,
@@ -107,8 +107,8 @@ def _restore_stateful(cur: Any, node: dict[str, Any], done: dict[int, Any], path
     if "attrs" in node and isinstance(cur, torch.nn.Module):
         for i, (module, attrs) in enumerate(zip(cur.modules(), node["attrs"])):
             where = path if i == 0 else f"{path}.<submodule {i}>"
-            if not is_ddp(module):
-                _restore_attrs(vars(module), attrs, done, where, MODULE_INTERNALS)
+            if not is_wrapper(module):
+                _restore_attrs(vars(module), attrs, done, where, kept_attrs(module))
     return cur
 
 
