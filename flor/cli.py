@@ -674,6 +674,7 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
         ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
         ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
         ("per ckpt", _cost_line(s, run.meta.checkpoint_seconds)),
+        *_skipped_rows(run.meta.skipped_behind),
         ("storage", _storage_line(s)),
         ("size", _size_line(s)),
         ("numerics", json.dumps(s.get("numerics", {}))),
@@ -715,9 +716,18 @@ def _cost_line(s: dict[str, Any], spent: float) -> str:
     kept = taken - (s.get("thinned") or 0)
     size = s.get("checkpoint_bytes", 0) / kept if kept else 0.0
     return (
-        f"{1000 * spent / taken:.1f} ms: {1000 * stall:.1f} ms copying on the training thread, "
-        f"{1000 * writer:.1f} ms writing (on the training thread when small); {size / 1e6:.2f} MB"
+        f"{1000 * spent / taken:.1f} ms: {1000 * stall:.1f} ms on the training thread (copying, "
+        f"and serializing a small one), {1000 * writer:.1f} ms the writer's (what its hashing and "
+        f"writing cost training); {size / 1e6:.2f} MB"
     )
+
+
+def _skipped_rows(behind: int) -> list[tuple[str, str]]:
+    """Checkpoints the budget allowed that the run did not take, and why."""
+    if not behind:
+        return []
+    why = "the writer still held as many bytes of earlier snapshots as it may (memory was short)"
+    return [("skipped", f"{behind} checkpoints: {why}")]
 
 
 def _storage_line(s: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ FLOORS = {
     "flor.errors": 0,
     "flor.sources": 0,
 }
-ALLOWED_STATE = {("flor.runtime.loop.context", "_session")}  # the one process session
+ALLOWED_STATE = {("flor.runtime.loop.context", "session")}  # the one process session
 
 
 def module_name(path: Path) -> str:

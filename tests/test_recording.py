@@ -17,18 +17,21 @@ from flor.replay.loader import CheckpointLoader
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpoints.checkpointer import Checkpointer
 from flor.runtime.checkpoints.clock import IterationClock
-from flor.runtime.checkpoints.writer import INLINE_BYTES, BackgroundWriter
+from flor.runtime.checkpoints.writer import BackgroundWriter
 from flor.runtime.journal.run_journal import RunJournal
 from flor.store import LocalStore
 
 
 def test_the_clock_leaves_flor_s_own_time_out_of_training_time() -> None:
     clock = IterationClock()  # the times its callers read, given: no sleeping on a busy host
-    clock.begin_iteration(100.0)
+    clock.turn(None, 99.9, 100.0)  # the first iteration begins at 100.0
     clock.stalled(0.015)
     clock.end_iteration(0, 100.02)
+    clock.turn(None, 100.02, 100.03)  # ended already (journaled): the next begins
+    clock.turn(1, 100.05, 100.06)  # one call ends it and begins the next
     timings, blocks = clock.take()
-    assert abs(timings[0] - 0.005) < 1e-3 and blocks == {}
+    assert abs(timings[0] - 0.005) < 1e-3 and abs(timings[1] - 0.02) < 1e-3 and blocks == {}
+    assert abs(clock.compute - 0.025) < 1e-3
     assert clock.take() == ({}, {}), "taken once, for one journal entry"
 
 
@@ -65,35 +68,57 @@ def test_a_failed_journal_entry_does_not_stop_the_next_ones() -> None:
     assert warnings == ["journal entry not written: No space left on device"]
 
 
-def test_a_small_job_runs_on_the_caller_s_thread_and_a_large_one_in_the_background() -> None:
-    """Small jobs run inline (no turns at the GIL with the training loop), charged the same;
-    a job submitted behind a queued one waits its turn on the writer's thread (FIFO)."""
+def test_jobs_run_in_order_on_the_writer_s_thread_each_charged() -> None:
+    """Every job runs on the writer's thread (FIFO: a job submitted behind a queued one
+    waits its turn), charged its cost; ``idle`` says whether any is still queued."""
     charged: list[int] = []
-    writer = BackgroundWriter(lambda g, s: charged.append(g), print, inline_bytes=100)
+    writer = BackgroundWriter(lambda g, s: charged.append(g), print)
     here = threading.get_ident()
-    small = writer.submit(1, threading.get_ident, nbytes=100)
-    assert small.done() and small.result() == here and writer.inline_seconds > 0
-    commit = writer.submit(1, threading.get_ident, commit=True)  # waits on the disk: never
-    assert commit.result() != here
+    assert writer.idle
     gate = threading.Event()
     large = writer.submit(2, lambda: (gate.wait(5), threading.get_ident())[1], nbytes=101)
-    behind = writer.submit(3, threading.get_ident, nbytes=0)  # small, but queued behind
+    behind = writer.submit(3, threading.get_ident, nbytes=0)
+    assert not writer.idle
     gate.set()
+    writer.flush()
+    assert writer.idle
     writer.close()
     assert large.result() == behind.result() != here
-    assert charged == [1, 1, 2, 3], "every job's cost is charged, wherever it ran"
+    assert charged == [2, 3], "every job's cost is charged"
 
 
-def _switches_beside_inline_writes(root: Path) -> int:
+def test_a_checkpoint_the_writer_has_no_room_for_is_skipped_not_waited_for(
+    tmp_path: Path,
+) -> None:
+    """Snapshots in flight are bounded: while the writer still holds a block's last one and
+    another as large would pass the bound, ``fits`` says no (the recorder then skips that
+    checkpoint and counts it) instead of the training thread waiting for the writer."""
+    writer = BackgroundWriter(lambda g, s: None, print, max_bytes=300_000)
+    checkpointer = Checkpointer(LocalStore(tmp_path), "exp/r1", writer)
+    state = {"big": torch.zeros(256, 256)}  # 256 KiB a snapshot
+    assert checkpointer.fits(("b", 0)), "a block of unknown size: the writer's submit bounds it"
+    gate = threading.Event()
+    writer.submit(-1, lambda: gate.wait(5))  # the writer is busy
+    checkpointer.take(0, ("b", 0), (), state, sys._getframe())
+    assert not checkpointer.fits(("b", 0)) and checkpointer.fits(("other", 0))
+    gate.set()
+    writer.flush()
+    assert checkpointer.fits(("b", 0))
+    writer.close()
+
+
+def _switches_beside_checkpoint_writes(root: Path) -> int:
     """How often a loop of short torch calls gives up the CPU (a wait at the GIL, mostly)
     while 20 checkpoints of many small values are written."""
-    writer = BackgroundWriter(lambda g, s: None, print, inline_bytes=INLINE_BYTES)
+    writer = BackgroundWriter(lambda g, s: None, print)
     checkpointer = Checkpointer(LocalStore(root), "exp/r1", writer)
     net = torch.nn.Linear(8, 64)
     log = [torch.zeros(4) for _ in range(1000)]  # Python work to write
+    big = torch.zeros(256, 256)  # 256 KiB that changes: a pack to hash and write
     before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
     for g in range(20):
-        checkpointer.take(g, ("b", 0), (), {"net": net, "log": log}, sys._getframe())
+        big += 1
+        checkpointer.take(g, ("b", 0), (), {"net": net, "log": log, "big": big}, sys._getframe())
         for _ in range(300):  # short calls, each of which lets another thread in
             net(torch.randn(16, 8))
     writer.flush()
@@ -103,14 +128,14 @@ def _switches_beside_inline_writes(root: Path) -> int:
 
 
 @pytest.mark.skipif(not hasattr(resource, "RUSAGE_THREAD"), reason="Linux counts a thread's")
-def test_a_small_checkpoint_written_inline_spares_the_loop_its_turns_at_the_gil(
+def test_a_small_checkpoint_s_writer_spares_the_loop_its_turns_at_the_gil(
     tmp_path: Path,
 ) -> None:
-    """Written by a writer thread on a free core, each of these checkpoints makes the loop
+    """Serialized by a writer thread on a free core, each of these checkpoints made the loop
     beside it wait at the GIL about 600 times (12,500-12,900 for the 20, on this host's
-    idle cores; far fewer where the writer finds no free core, which is why that side is
-    not asserted). Written inline, the loop waits a few times a checkpoint (85 in all)."""
-    assert _switches_beside_inline_writes(tmp_path) < 10 * 20
+    idle cores). Serialized on the training thread, with only the hashing and writing left
+    to the writer (which release the GIL), the loop waits a few times a checkpoint."""
+    assert _switches_beside_checkpoint_writes(tmp_path) < 10 * 20
 
 
 def test_a_checkpoint_is_written_in_the_background_and_reads_back(tmp_path: Path) -> None:

@@ -1,9 +1,8 @@
 """Checkpoint reads for replay, prefetched in the order the plan will ask for them.
 
-Only large ones are prefetched: a small one is read on the replay's own thread when
-it is asked for, as a recording writes it (``BackgroundWriter.run_inline``): a
-thread reading it beside a loop of short torch calls would cost that loop more in
-turns at the GIL than the read itself.
+Only large ones are prefetched (``PREFETCH_BYTES``): a small one is read on the
+replay's own thread when it is asked for: a thread reading it beside a loop of short
+torch calls would cost that loop more in turns at the GIL than the read itself.
 """
 
 from __future__ import annotations
@@ -14,9 +13,10 @@ from typing import Any
 
 from flor.errors import CorruptCheckpoint
 from flor.runs.records import CheckpointEntry
-from flor.runtime.checkpoints.writer import INLINE_BYTES
 from flor.runtime.state.codec import VerifiedBlobs, decode
 from flor.store import Store
+
+PREFETCH_BYTES = 16 << 20  # checkpoints larger than this are read ahead, in a thread
 
 
 class CheckpointLoader:
@@ -32,7 +32,7 @@ class CheckpointLoader:
     def _fill(self) -> None:
         while len(self._futures) < self._window and self._order:
             entry = self._order.popleft()
-            if entry.logical > INLINE_BYTES:
+            if entry.logical > PREFETCH_BYTES:
                 self._futures[entry.key] = self._pool.submit(self._load, entry)
 
     def _load(self, entry: CheckpointEntry) -> Any:

@@ -127,9 +127,12 @@ class RunMeta(_Record):
     setup_seconds: float = 0.0  # of which flor's start-up
     bookkeeping_seconds: float = 0.0  # and its work in every iteration, and journaling them
     stall_seconds: tuple[float, ...] = ()
+    # the budget allowed these, but the writer still held max_bytes of earlier ones
+    skipped_behind: int = 0
     warnings: tuple[str, ...] = ()
     _newer = frozenset(
         {
+            "skipped_behind",
             "storage_budget",
             "thinned",
             "setup_seconds",

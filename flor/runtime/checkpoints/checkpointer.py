@@ -1,10 +1,15 @@
 """Taking one block's checkpoint: capture on the training thread, write in the background.
 
-``take`` copies the block's state in memory (the only part training waits
-for) and hands the write to the background writer; the returned future
-resolves to the journal's entry for that checkpoint (its manifest), which the
-iteration's commit job reads. State that cannot be saved raises
-``Unrestorable`` naming the value that holds it.
+``take`` copies the block's state in memory and hands the write to the
+background writer; the returned future resolves to the journal's entry for that
+checkpoint (its manifest), which the iteration's commit job reads. A checkpoint
+of at most ``PREPARE_HERE`` bytes taken while the writer is idle is also
+serialized here (``codec.prepare``: the Python work of comparing copies and
+pickling the manifest), so that the writer thread only hashes and writes, which
+release the GIL: a writer thread running Python code beside a loop of short
+torch calls takes turns at the GIL with it, about 600 waits of the loop for one
+small checkpoint. State that cannot be saved raises ``Unrestorable`` naming the
+value that holds it.
 
 It keeps each block's last copies of its large tensors and arrays: the next
 snapshot of that block reuses a copy whose source did not change, and the
@@ -13,6 +18,8 @@ writer stores only the chunks of the others that did (``chunks``).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +29,12 @@ from flor.runs.records import CheckpointEntry
 from flor.runtime.checkpoints.writer import BackgroundWriter
 from flor.runtime.state.capture import Snapshot, Unrestorable, capture, capture_rng
 from flor.runtime.state.chunks import Chunks
-from flor.runtime.state.codec import encode
+from flor.runtime.state.codec import Encoded, encode, finish, prepare
 from flor.runtime.state.kinds import stateful_in_scope
 from flor.runtime.state.scope import Frame, cheap_values, visible_names
 from flor.store import Store
+
+PREPARE_HERE = 16 << 20  # checkpoints this small are serialized on the training thread
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,11 @@ class Checkpointer:
         self.writer = writer
         self.chunks = Chunks(store)
         self._copies: dict[tuple[str, int], dict[Any, Any]] = {}  # by block: its last copies
+        self._nbytes: dict[tuple[str, int], int] = {}  # by block: its last snapshot's bytes
+
+    def fits(self, block: tuple[str, int]) -> bool:
+        """Whether the writer has room for a snapshot of ``block`` as large as its last."""
+        return self.writer.room_for(self._nbytes.get(block, 0))
 
     def take(
         self,
@@ -67,25 +81,46 @@ class Checkpointer:
             "rng": capture_rng(),
         }
         self._copies[block] = copies = snap.current
+        self._nbytes[block] = snap.nbytes
         bound = tuple(sorted(k for k in frame.f_locals if not k.startswith("__")))
+        encoded: Callable[[], Encoded]
+        if self.writer.idle and snap.nbytes <= PREPARE_HERE:
+            # Nothing queued before it: no commit's thinning forgets the blobs it reuses.
+            try:
+                encoded = functools.partial(
+                    finish, prepare(tree, self.store, self.chunks, copies.values())
+                )
+            except Exception as e:  # a first copy's chunks met a full disk: the writer says
+                encoded = functools.partial(_reraise, e)  # so, as for its own failures
+        else:
+            encoded = functools.partial(encode, tree, self.store, self.chunks, copies.values())
 
         def write() -> Written:
-            enc = encode(tree, self.store, self.chunks, copies.values())
-            self.store.put(key, enc.data)
-            entry = CheckpointEntry(
-                key=key,
-                sha256=enc.sha256,
-                bytes=len(enc.data),
-                blobs=enc.blobs,
-                new_blob_bytes=enc.new_blob_bytes,
-                objs=len(tree["objs"]),
-                holds=tuple(sorted({*tree["named"], *tree["values"]})),
-                bound=bound,  # a name outside it was unbound: restoring UNBOUND is right
-            )
-            return Written(g, entry, enc.logical, enc.stored, frozenset(enc.created))
+            return self._written(g, key, tree, bound, encoded())
 
         future: Future[Written] = self.writer.submit(g, write, snap.nbytes)
         return future
+
+    def _written(
+        self, g: int, key: str, tree: dict[str, Any], bound: tuple[str, ...], enc: Encoded
+    ) -> Written:
+        """Store the manifest of ``tree``, whose packs ``enc`` wrote: its journal entry."""
+        self.store.put(key, enc.data)
+        entry = CheckpointEntry(
+            key=key,
+            sha256=enc.sha256,
+            bytes=len(enc.data),
+            blobs=enc.blobs,
+            new_blob_bytes=enc.new_blob_bytes,
+            objs=len(tree["objs"]),
+            holds=tuple(sorted({*tree["named"], *tree["values"]})),
+            bound=bound,  # a name outside it was unbound: restoring UNBOUND is right
+        )
+        return Written(g, entry, enc.logical, enc.stored, frozenset(enc.created))
+
+
+def _reraise(e: Exception) -> Encoded:
+    raise e
 
 
 def _each(snap: Snapshot, values: dict[str, Any]) -> dict[str, Any]:

@@ -36,9 +36,15 @@ class IterationClock:
 
     # Each call takes the time its caller read (``now``), who reads it once for its own
     # bookkeeping too: a clock read is a noticeable part of a sub-millisecond step.
-    def begin_iteration(self, now: float) -> None:
+    def turn(self, ended: int | None, now: float, start: float) -> None:
+        """Iteration ``ended`` (None: none, or ended already) ended at ``now``, and the next
+        begins at ``start``: one call where most iterations would make two."""
+        if ended is not None:
+            elapsed = now - self._iteration_start - self._stall
+            self.compute += elapsed
+            self._timings[ended] = elapsed
         self._stall = 0.0
-        self._iteration_start = now
+        self._iteration_start = start
 
     def end_iteration(self, iteration: int, now: float) -> None:
         elapsed = now - self._iteration_start - self._stall

@@ -1,11 +1,9 @@
 """The background writer: serializes and stores checkpoints off the training thread.
 
 The training thread hands over snapshots it already copied in memory, so it
-never waits on disk; it waits only when more than ``max_bytes`` are still in
-flight, which bounds memory. A checkpoint's data of at most ``inline_bytes``
-is written on the training thread instead, where nothing is queued before it
-(``run_inline`` says why): charged the wall time it took there, which
-``inline_seconds`` tells the caller. One thread, one FIFO queue: data jobs of an
+never waits on disk. What is in flight is bounded by ``max_bytes``: the recorder
+asks ``room_for`` before a checkpoint and skips one that would not fit, rather
+than stall training; ``submit`` waits only for a first checkpoint of unknown size. One thread, one FIFO queue: data jobs of an
 iteration run before the journal job that commits them (semantic 8). A job
 that fails marks its iteration failed; the commit is then dropped with a
 warning, training continues, and replay re-executes that iteration. A store
@@ -27,7 +25,6 @@ from concurrent.futures import Future
 from typing import Any
 
 DEFAULT_MAX_BYTES = 1 << 30
-INLINE_BYTES = 16 << 20  # a recording's checkpoints this small are written inline (run_inline)
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})  # not EFBIG: one file too large
 
 Job = Callable[[], Any]
@@ -40,7 +37,6 @@ class BackgroundWriter:
         warn: Callable[[str], None],
         max_bytes: int = DEFAULT_MAX_BYTES,
         on_full: Callable[[], None] = lambda: None,
-        inline_bytes: int | None = None,
     ) -> None:
         self._on_cost = on_cost
         self._on_full = on_full
@@ -48,8 +44,6 @@ class BackgroundWriter:
         self.committed = -1  # the last iteration whose checkpoints were committed
         self._warn_user = warn
         self._max_bytes = max_bytes
-        self._inline_bytes = inline_bytes  # jobs this small run on the caller's thread
-        self.inline_seconds = 0.0  # the caller's wall time spent running jobs inline
         self._inflight = 0
         self._queued = 0  # jobs handed to the thread and not yet done
         self._cond = threading.Condition()
@@ -62,34 +56,24 @@ class BackgroundWriter:
     def submit(
         self, iteration: int, job: Job, nbytes: int = 0, commit: bool = False
     ) -> Future[Any]:
-        """Queue ``job`` for ``iteration`` (waiting while too many bytes are in flight), or
-        run it now: a checkpoint's data, small, with nothing queued before it (``run_inline``)."""
+        """Queue ``job`` for ``iteration``, waiting while too many bytes are in flight."""
         future: Future[Any] = Future()
         with self._cond:
-            inline = self._queued == 0 and iteration >= 0 and not commit and self.run_inline(nbytes)
-            while not inline and self._inflight and self._inflight + nbytes > self._max_bytes:
+            while self._inflight and self._inflight + nbytes > self._max_bytes:
                 self._cond.wait()
-            if not inline:
-                self._inflight += nbytes
-                self._queued += 1
-        if inline:
-            start = time.perf_counter()
-            self._run(iteration, job, commit, future, time.perf_counter)
-            self.inline_seconds += time.perf_counter() - start
-        else:
-            self._queue.put((iteration, nbytes, job, commit, future))
+            self._inflight += nbytes
+            self._queued += 1
+        self._queue.put((iteration, nbytes, job, commit, future))
         return future
 
-    def run_inline(self, nbytes: int) -> bool:
-        """Whether a checkpoint's data job of ``nbytes`` runs on the caller's thread, charged
-        the wall time it takes there. A thread of its own takes turns at the GIL with a
-        training loop of short torch calls: each call the loop makes lets the writer in,
-        and the loop then waits for the writer's next release. A DQN checkpoint of 1.5 MB
-        written in the background cost its loop about 1,000 such handoffs (10-20 ms
-        here), more than writing it inline (4-7 ms); a large one is mostly hashing and
-        writing, which release the GIL, and is better off the training thread. Commits
-        stay in the background: they wait on the disk (fsync), which releases the GIL."""
-        return self._inline_bytes is not None and nbytes <= self._inline_bytes
+    def room_for(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more in flight stay within ``max_bytes`` (or nothing is)."""
+        return not self._inflight or self._inflight + nbytes <= self._max_bytes
+
+    @property
+    def idle(self) -> bool:
+        """Whether every job queued so far has run."""
+        return self._queued == 0
 
     def flush(self) -> None:
         """Block until every queued job has run."""

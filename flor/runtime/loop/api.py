@@ -48,8 +48,10 @@ class SkipBlock:
             name: the block's name, unique within the script.
             probed: force the block to run on replay, as if its code had changed.
         """
-        session = context.current()
-        return True if session is None else session.block_start(name, probed, sys._getframe(1))
+        session = context.session  # read directly: this and end() run every iteration
+        if session is None:
+            return True
+        return session.block_start(name, probed, sys._getframe(1))
 
     @staticmethod
     def end(*objs: Any, **named: Any) -> Any:
@@ -67,7 +69,7 @@ class SkipBlock:
         (what ``flor instrument`` writes) are restored by name, so an edit that
         changes which values a block carries cannot restore one into another.
         """
-        session = context.current()
+        session = context.session
         if session is None:
             out = (*objs, *named.values())
         else:

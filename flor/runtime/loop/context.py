@@ -14,25 +14,25 @@ from flor.errors import FlorError
 if TYPE_CHECKING:
     from flor.runtime.loop.session import Session
 
-_session: Session | None = None
+session: Session | None = None  # the active one; SkipBlock reads it directly (a call less)
 
 
 def current() -> Session | None:
     """The active session, or ``None`` when flor is off."""
-    return _session
-
-
-def install(session: Session) -> Session:
-    """Make ``session`` the process's session (at most one per process)."""
-    global _session
-    if _session is not None:
-        raise FlorError("two-sessions", "a flor run is already active in this process")
-    _session = session
     return session
+
+
+def install(new: Session) -> Session:
+    """Make ``new`` the process's session (at most one per process)."""
+    global session
+    if session is not None:
+        raise FlorError("two-sessions", "a flor run is already active in this process")
+    session = new
+    return new
 
 
 def report_where() -> None:
     """After the user's traceback: one line saying where the session was (replay knows)."""
-    where = _session.where() if _session is not None else None
-    if where is not None and _session is not None:
-        _session.reporter.say(f"the error above happened {where}")
+    where = session.where() if session is not None else None
+    if where is not None and session is not None:
+        session.reporter.say(f"the error above happened {where}")

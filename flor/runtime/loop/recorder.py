@@ -34,9 +34,10 @@ from flor.runs import layout, retention
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpoints.checkpointer import Checkpointer, Written
 from flor.runtime.checkpoints.clock import IterationClock, process_age
+from flor.runtime.checkpoints.interference import Interference, spare_core
 from flor.runtime.checkpoints.policy import CheckpointPolicy, Decision
 from flor.runtime.checkpoints.thinning import Dropped, Piece, Thinning
-from flor.runtime.checkpoints.writer import INLINE_BYTES, BackgroundWriter
+from flor.runtime.checkpoints.writer import BackgroundWriter
 from flor.runtime.journal.conditions import Lookahead, lookup_frame
 from flor.runtime.journal.loop_scalars import LoopScalars
 from flor.runtime.journal.run_journal import RunJournal
@@ -73,6 +74,7 @@ class Recorder(Session):
         ``job``: the job this process is a rank of (None: torchrun's, if any)."""
         super().__init__(options, store, reporter)
         self.job = job or Job.from_env(os.environ)
+        self._alone = self.job is None  # no ranks to decide checkpoints in step with
         proposed = layout.new_id()
         self.run_id = self.job.agree("run", proposed) if self.job else proposed
         self.rank = self.job.rank if self.job else 0
@@ -81,10 +83,9 @@ class Recorder(Session):
         self.policy = CheckpointPolicy(options.epsilon, periodic=lookahead is not None)
         store.hold_reserve(RESERVE_BYTES)
         self.writer = BackgroundWriter(
-            self.policy.charge,
+            self._writer_cost,
             reporter.warn,
             on_full=store.release_reserve,
-            inline_bytes=INLINE_BYTES,
         )
         self.thinning = Thinning(options.storage)
         self.journal = RunJournal(store, self.prefix)
@@ -92,8 +93,15 @@ class Recorder(Session):
         self.clock = IterationClock()
         self.scalars = LoopScalars(watched)
         self.stalls: list[float] = []  # training-thread seconds per checkpointed block
+        self.skipped_behind = 0  # checkpoints the writer had no room for (``_checkpoint``)
         self.written: list[Future[Written]] = []
         self._checkpointing: Decision | None = None  # decided at the iteration's first block end
+        self._fast = False  # the open iteration surely takes no checkpoint (_turn)
+        # With a core to spare, the writer is charged what training lost while it ran
+        # (interference); without one (known at the first loop), its CPU time.
+        self._spare_core = False
+        self.interference = Interference()
+        self._in_flight = -1  # the newest checkpoint handed to the writer since it was idle
         self._unrestorable = False  # some block's state cannot be saved: never checkpoint
         self._points = 0  # iterations decided so far (those with a block end)
         self._ahead = Decision.TAKE  # rank 0 in a job: the next one's decision (the first: taken)
@@ -150,6 +158,7 @@ class Recorder(Session):
         self.loops += 1
         if loop == 0:
             self.meta = self.meta.updated(numerics=numeric_environment())
+            self._spare_core = spare_core(self.meta.numerics["threads"])
             self.journal.write_meta(self.meta)
             self._allow_startup(iterable)
         iterator, _ = as_iterator(iterable)
@@ -183,33 +192,64 @@ class Recorder(Session):
         ``for`` over ``flor.it``). One clock read ends the one and starts flor's own time: an
         iteration's time runs until its successor's value is ready (a batch loaded is
         training), and flor's from there until the body starts (the generator's resumption
-        too). Every iteration passes here, so it reads the clock twice, not four times."""
+        too). Every iteration passes here, so it reads the clock twice, not four times.
+
+        An iteration the policy surely skips (most iterations of a loop of short steps) is
+        *fast*: its blocks are neither timed nor their output kept apart, which only a
+        checkpoint's restore needs. Its block ends then take no checkpoint, even where
+        training crossed into the budget meanwhile: the next iteration decides."""
         now = time.perf_counter()
-        if self.iteration is not None:
-            self._end(self.iteration, now)
-        iteration = self.next_iteration
-        self.begin_iteration(iteration)
+        g = self.iteration
+        if g is not None and (
+            self._checkpointing and self._blocks or g - self._journaled >= JOURNAL_EVERY
+        ):
+            self.clock.end_iteration(g, now)  # before its journal entry takes the timings
+            self._journal(g)
+            g = None
+        if self.interference.watching and self.writer.idle:
+            self._charge_interference()
+        iteration = self.advance()
         self.scalars.note(iteration, loop_frame.f_code.co_name, loop_frame.f_locals, value)
         self._checkpointing = None
-        self._blocks = {}
         self.stdout.bucket = iteration
+        policy = self.policy
+        self._fast = self._alone and policy.surely_skips(self.clock.compute, iteration)
         start = time.perf_counter()
-        self.policy.bookkeeping += start - now
-        self.clock.begin_iteration(start)
+        policy.bookkeeping += start - now
+        self.clock.turn(g, now, start)
+
+    def _writer_cost(self, iteration: int, seconds: float) -> None:
+        """The writer's CPU time for a job of ``iteration`` (-1: the journal's): charged where
+        no core is spare for it (else by ``_charge_interference``)."""
+        if not self._spare_core:
+            self.policy.charge(iteration, seconds)
+
+    def _charge_interference(self) -> None:
+        """The writer went idle: charge what its work cost training to the newest checkpoint
+        it wrote meanwhile (or to journaling)."""
+        lost = self.interference.end()
+        if self._spare_core:
+            self.policy.charge(self._in_flight, lost)
+        self._in_flight = -1
 
     def _end(self, g: int, now: float) -> None:
-        """Close iteration ``g`` at ``now``: queue its commit if it was checkpointed, or the
-        journal's entry once enough iterations wait for one."""
+        """Close iteration ``g`` at ``now``, the loop's last."""
         self.clock.end_iteration(g, now)
-        if self._checkpointing and self._blocks:
-            self._submit_commit(g, self._blocks, self._checkpointing == Decision.PREFERRED)
+        self._journal(g)
+        self.end_iteration()
+
+    def _journal(self, g: int) -> None:
+        """Iteration ``g`` ended: queue its commit if it was checkpointed, or the journal's
+        entry once enough iterations wait for one."""
+        blocks, self._blocks = self._blocks, {}
+        if self._checkpointing and blocks:
+            self._submit_commit(g, blocks, self._checkpointing == Decision.PREFERRED)
         elif g - self._journaled >= JOURNAL_EVERY and (
             self.job is not None or self._committed.done()
         ):
             # Ranks of a job journal at the same iterations: replay keeps only commits that
             # every rank has. Alone, a journal entry waits for the writer to catch up.
             self._submit_commit(g, {}, False)
-        self.end_iteration()
 
     def _submit_commit(self, g: int, blocks: dict[str, Future[Written]], preferred: bool) -> None:
         """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
@@ -227,12 +267,14 @@ class Recorder(Session):
             if blocks:
                 # Journaling the iterations since the last entry is the journal's cost, not
                 # g's: the policy learns what one more checkpoint costs.
-                self.policy.move_to_journaling(g, time.thread_time() - start)
+                if not self._spare_core:  # (else no CPU time of the writer's was charged)
+                    self.policy.move_to_journaling(g, time.thread_time() - start)
                 self.policy.settle(g)  # the commit made g visible
                 self._thin(g, [f.result() for f in blocks.values()], preferred)
 
         # A checkpoint's commit is charged to it; the others are the journal's (-1).
         self._committed = self.writer.submit(g if blocks else -1, commit, commit=bool(blocks))
+        self.interference.begin()
         self.written.extend(blocks.values())
 
     def _thin(self, g: int, written: list[Written], preferred: bool) -> None:
@@ -293,6 +335,8 @@ class Recorder(Session):
     # -- blocks ----------------------------------------------------------------------
     def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
         _, occurrence = self.open_block(name)
+        if self._fast:
+            return True
         if self.iteration is not None:
             self.stdout.bucket = (self.iteration, name, occurrence)  # replay re-prints it
         self.clock.begin_block(time.perf_counter())
@@ -303,8 +347,8 @@ class Recorder(Session):
     ) -> tuple[Any, ...]:
         block = self.close_block()
         g = self.iteration
-        if g is None:
-            return (*objs, *named.values())
+        if g is None or self._fast:
+            return (*objs, *named.values()) if named else objs
         self.stdout.bucket = g
         start = time.perf_counter()
         compute = self.clock.end_block(g, start)
@@ -369,14 +413,21 @@ class Recorder(Session):
         named: dict[str, Any],
         frame: Frame,
     ) -> float:
-        """Take the block's checkpoint; the seconds it took from training, charged to it: its
-        copy's stall here, and its write where the writer ran that inline."""
+        """Take the block's checkpoint; the seconds it took from training (its stall: the
+        copies, and for a small one its serialization), charged to it. Skipped where the
+        writer is too far behind to hold it (memory, not the budget, is short)."""
+        if not self.checkpointer.fits(block):
+            self.skipped_behind += 1
+            self._checkpointing = Decision.SKIP
+            self._blocks = {}
+            return 0.0
         start = time.perf_counter()
-        inline = self.writer.inline_seconds
         try:
             self._blocks[f"{block[0]}/{block[1]}"] = self.checkpointer.take(
                 g, block, objs, named, frame
             )
+            self.interference.begin()
+            self._in_flight = g
         except Unrestorable as e:
             self.warn_once(
                 f"unrestorable:{block[0]}",
@@ -387,11 +438,10 @@ class Recorder(Session):
             self._unrestorable = True
             self._blocks = {}
             return 0.0
-        took = time.perf_counter() - start
-        stall = took - (self.writer.inline_seconds - inline)  # the writer charged its part
+        stall = time.perf_counter() - start
         self.stalls.append(stall)
         self.policy.charge(g, stall)
-        return took
+        return stall
 
     def charge_setup(self, seconds: float) -> None:
         """flor's own start-up before the script ran (``flor run``: instrumenting it)."""
@@ -423,6 +473,7 @@ class Recorder(Session):
             setup_seconds=round(self.policy.fixed, 3),
             bookkeeping_seconds=round(self.policy.bookkeeping + self.policy.journaling, 3),
             stall_seconds=tuple(round(s, 6) for s in self.stalls[-1000:]),
+            skipped_behind=self.skipped_behind,
         )
         kept = (
             f"{self.policy.taken - thinned} kept of {self.policy.taken} checkpoints "

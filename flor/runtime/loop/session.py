@@ -86,13 +86,26 @@ class Session:
     # -- bookkeeping -------------------------------------------------------------
     def begin_iteration(self, iteration: int) -> None:
         self.iteration = iteration
-        self._occurrences.clear()
+        if self._occurrences:
+            self._occurrences.clear()
+
+    def advance(self) -> int:
+        """End the open iteration, if any (``end_iteration``), and begin the next: one call
+        where a loop of short steps would make two."""
+        if self.iteration is not None:
+            if self._open_block is not None:
+                self.end_iteration()  # raises: the block was not ended
+            self.next_iteration += 1
+        self.iteration = iteration = self.next_iteration
+        if self._occurrences:
+            self._occurrences.clear()
+        return iteration
 
     def end_iteration(self) -> None:
-        unfinished, self._open_block = self._open_block, None
         self.iteration = None
         self.next_iteration += 1
-        if unfinished is not None:
+        if self._open_block is not None:
+            unfinished, self._open_block = self._open_block, None
             raise FlorError(
                 "no-end",
                 f"SkipBlock.step_into({unfinished[0]!r}) was not followed by SkipBlock.end()",
@@ -104,15 +117,16 @@ class Session:
                 "nested-block",
                 f"SkipBlock {name!r} started inside SkipBlock {self._open_block[0]!r}",
             )
-        occurrence = self._occurrences.get(name, 0)
-        self._occurrences[name] = occurrence + 1
-        self._open_block = (name, occurrence)
-        return self._open_block
+        occurrences = self._occurrences
+        occurrence = occurrences[name] = occurrences.get(name, -1) + 1
+        block = self._open_block = (name, occurrence)
+        return block
 
     def close_block(self) -> tuple[str, int]:
-        if self._open_block is None:
+        block = self._open_block
+        if block is None:
             raise FlorError("no-start", "SkipBlock.end() without SkipBlock.step_into()")
-        block, self._open_block = self._open_block, None
+        self._open_block = None
         return block
 
     def warn_once(self, key: str, message: str) -> None:

@@ -24,6 +24,7 @@ store round trip; thinning tells it what it deleted (``forget``).
 from __future__ import annotations
 
 import hashlib
+import secrets
 from typing import Any
 
 import numpy as np
@@ -42,20 +43,28 @@ class Pack:
     moments: every step), or the chunks that changed of those that changed in part (the
     rows a replay buffer gained). One file to create, one hash and one store round trip (an
     S3 request) for each, not one per tensor or chunk. A piece is named by a slice, ``[pack
-    sha, offset, bytes, pack bytes]``, filled in once the pack is written."""
+    sha, offset, bytes, pack bytes]``; until the pack is hashed, its sha is ``name``, a
+    random placeholder of the same length, which a manifest pickled before then holds in
+    its place (``codec.finish`` swaps them)."""
 
     def __init__(self) -> None:
+        self.name = secrets.token_hex(32)  # 64 hex digits, as a sha's; unguessable
         self.pieces: list[memoryview] = []
         self.refs: list[list[Any]] = []  # each piece's slice, named when the pack is written
         self.owners: dict[int, tuple[torch.Tensor, list[Any]]] = {}  # by id: each copy once
         self.nbytes = 0
 
     def add(self, raw: memoryview) -> list[Any]:
-        ref: list[Any] = ["", self.nbytes, len(raw), 0]
+        ref: list[Any] = [self.name, self.nbytes, len(raw), 0]
         self.pieces.append(raw)
         self.refs.append(ref)
         self.nbytes += len(raw)
         return ref
+
+    def seal(self) -> None:
+        """No more pieces: each slice names the pack's size (the sha follows, once written)."""
+        for ref in self.refs:
+            ref[3] = self.nbytes
 
 
 class Chunks:
@@ -124,18 +133,30 @@ class Chunks:
 
     def put_packs(self, out: Any) -> None:
         """Write the packs of ``out``: after them, every copy's references are named."""
-        for kind in out.packs:
-            self._write(out, kind)
+        for pack in self.seal_packs(out):
+            self.write_pack(pack, out)
+
+    def seal_packs(self, out: Any) -> list[Pack]:
+        """The packs of ``out`` with pieces, sealed: what ``write_pack`` writes. They stay in
+        ``out`` until then, where ``put_tensor`` finds their owners' references."""
+        packs = [pack for pack in out.packs.values() if pack.pieces]
+        for pack in packs:
+            pack.seal()
+        return packs
 
     def _write(self, out: Any, kind: str) -> None:
-        """Write pack ``kind`` of ``out`` as one blob, name its pieces, and start a new one."""
+        """Write pack ``kind`` of ``out`` (full), and start a new one."""
         pack = out.packs[kind]
         out.packs[kind] = Pack()
-        if not pack.pieces:
-            return
+        if pack.pieces:
+            pack.seal()
+            self.write_pack(pack, out)
+
+    def write_pack(self, pack: Pack, out: Any) -> str:
+        """Store sealed ``pack`` as one blob and name its pieces; its sha."""
         digest = hashlib.sha256()
         for piece in pack.pieces:
-            digest.update(piece)
+            digest.update(piece)  # without the GIL: a writer thread leaves the loop alone
         sha = digest.hexdigest()
         if sha not in out.blobs and sha not in self.held:
             if self.store.put_blob(blob_key(sha), b"".join(pack.pieces)):
@@ -144,12 +165,13 @@ class Chunks:
             self.held.add(sha)
         out.blobs[sha] = pack.nbytes
         for ref in pack.refs:
-            ref[0], ref[3] = sha, pack.nbytes
+            ref[0] = sha
         # Its owners' pieces are all named now: a copy is its pack's owner once the last of
         # its pieces went in, and those before went into packs written before.
         for t, refs in pack.owners.values():
             self._put(memory(t).data, refs, out)  # the chunks it kept, in this checkpoint too
-            t._flor_chunks = refs  # stored: reusable
+            t._flor_chunks = refs  # type: ignore[attr-defined]  # stored: reusable
+        return sha
 
     def put_bytes(self, data: bytes, out: Any) -> list[str]:
         raw = memoryview(data)

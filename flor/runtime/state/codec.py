@@ -89,23 +89,64 @@ def encode(
     (through ``chunks``, which knows what this run already stored). ``copies``: the
     snapshot's large copies, stored first, so that what changed of them goes into packs
     whose names the manifest can refer to."""
+    return finish(prepare(tree, store, chunks, copies))
+
+
+@dataclass
+class Prepared:
+    """A checkpoint serialized but for its packs (``prepare``): ``finish`` hashes and writes
+    them, and names them in the manifest."""
+
+    out: Encoded  # its manifest's data names each pack by its placeholder
+    packs: list[Pack]
+    chunks: Chunks | None
+    tree: Any = None  # a tree only torch.save holds: saved once its packs are named
+
+
+def prepare(
+    tree: Any,
+    store: Store | None = None,
+    chunks: Chunks | None = None,
+    copies: Iterable[torch.Tensor] = (),
+) -> Prepared:
+    """What ``encode`` does that runs Python code per value: the copies compared and cut
+    into packs, and the manifest pickled (each pack named by its placeholder). A training
+    thread does this part; ``finish``, hashing and writing (without the GIL, mostly), can
+    run beside it on another thread without making it wait."""
     if chunks is None and store is not None:
         chunks = Chunks(store)
     out = Encoded(b"", "")
+    packs: list[Pack] = []
     if chunks is not None:
         for t in copies:
             chunks.put_tensor(t, out, pack=True)
-        chunks.put_packs(out)
+        packs = chunks.seal_packs(out)
     try:
         buf = io.BytesIO()
         buf.write(MANIFEST)
         _Manifest(buf, chunks, out).dump(tree)
         out.data = buf.getvalue()
     except _NotPlain:
+        return Prepared(out, packs, chunks, _split(tree, chunks, out))
+    return Prepared(out, packs, chunks)
+
+
+def finish(prepared: Prepared) -> Encoded:
+    """Write the packs of a ``prepare``d checkpoint, and name them in its manifest."""
+    out, chunks = prepared.out, prepared.chunks
+    data = out.data
+    for pack in prepared.packs:
+        assert chunks is not None  # packs come from chunks
+        sha = chunks.write_pack(pack, out)
+        # Same length (64 hex digits), so the pickle stays valid; the placeholder is random,
+        # 256 bits: nothing else in the manifest holds it.
+        data = data.replace(pack.name.encode(), sha.encode())
+    if prepared.tree is not None:  # its slices were named in place as the packs were written
         buf = io.BytesIO()
-        torch.save(_split(tree, chunks, out), buf)
-        out.data = buf.getvalue()
-    out.sha256 = hashlib.sha256(out.data).hexdigest()
+        torch.save(prepared.tree, buf)
+        data = buf.getvalue()
+    out.data = data
+    out.sha256 = hashlib.sha256(data).hexdigest()
     return out
 
 
