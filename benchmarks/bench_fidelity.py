@@ -36,6 +36,7 @@ CASES = [
     ("fidelity/model_optimizer.py", False),
     ("fidelity/lazy_env.py", False),
     ("fidelity/dqn_steps.py", False),
+    ("fidelity/word_lm.py", False),
     ("nanogpt_annotated.py", True),
     ("end_binds_loss.py", True),
     ("end_binds_loss_fn.py", True),

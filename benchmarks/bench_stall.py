@@ -13,7 +13,9 @@ writer thread. Target: at most 2x a plain copy of the bytes that changed, plus 1
   interleaved, medians. Width 2500 holds about 100 MB.
 - ``--shapes``: ``flor run`` of the DQN and nanoGPT step-loop shapes (``shapes/``), 1 torch
   thread: the recording's own median stall (``run.json``) against a copy of the median
-  bytes a checkpoint added to the store (its new chunks and packs: what changed).
+  bytes a checkpoint wrote (its manifest, which holds the small tensors, and its new chunks
+  and packs: what changed, and at most half again, ``bench_bytes.py``), from memory the
+  loop just touched, as the state a checkpoint copies is.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def by_shape(shape: str, root: Path) -> str:
     store = LocalStore(work / "home")
     run = runs.load_run(store, shape, None)
     stalls = list(run.meta.stall_seconds[1:])  # the first checkpoint hashes every chunk
-    added = statistics.median(c.new_blob_bytes for c in runs.checkpoints(run)[1:])
+    added = statistics.median(c.bytes + c.new_blob_bytes for c in runs.checkpoints(run)[1:])
     source = np.random.default_rng(0).integers(0, 255, int(added), dtype=np.uint8)
     copies = []
     for _ in range(31):

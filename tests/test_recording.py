@@ -3,9 +3,11 @@ allowance of a loop of no length, end to end."""
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from flor.replay.loader import CheckpointLoader
 from flor.runs.records import Commit, LoopEnd, RunMeta
 from flor.runtime.checkpoints.checkpointer import Checkpointer
 from flor.runtime.checkpoints.clock import IterationClock
+from flor.runtime.checkpoints.interference import Interference, spare_core
 from flor.runtime.checkpoints.writer import BackgroundWriter
 from flor.runtime.journal.run_journal import RunJournal
 from flor.store import LocalStore
@@ -213,3 +216,37 @@ def test_a_loop_of_no_length_spreads_its_start_up_allowance_over_the_last_run_s_
         first.meta.compute_seconds,
     )
     assert max(second.commits) >= 40  # spread over the loop, not spent at its start
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_the_writer_is_charged_what_the_training_thread_lost_beyond_its_usual_rate() -> None:
+    """While the writer works, the training thread's off-CPU time is what it cost training,
+    less the share the thread is usually off its CPU (a loop that waits on its data)."""
+    interference = Interference()
+    _spin(0.1)  # idle writer, a loop on its CPU: usually never off it
+    interference.begin()
+    assert interference.watching
+    _spin(0.1)  # on its CPU while the writer works: it lost nothing
+    assert interference.end() < 0.06 and not interference.watching
+    _spin(0.1)
+    interference.begin()
+    time.sleep(0.1)  # off its CPU while the writer works (a wait at the GIL, a core taken)
+    assert interference.end() > 0.06
+    time.sleep(0.1)  # a loop that is usually off its CPU half the time, by itself
+    _spin(0.1)
+    interference.begin()
+    time.sleep(0.1)
+    _spin(0.1)
+    assert interference.end() < 0.06, "its own waits are not the writer's doing"
+    assert interference.end() == 0.0, "nothing to charge when the writer was not watched"
+
+
+def test_a_spare_core_is_one_torch_does_not_use() -> None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert spare_core(1) == (cores is not None and cores > 1)
+    assert not spare_core(4096)
