@@ -189,28 +189,34 @@ def test_a_commit_charged_after_it_settled_counts_in_its_checkpoints_cost() -> N
     assert not policy._pending and list(policy._recent) == [pytest.approx(0.012)]
 
 
-def test_what_surely_skips_decide_skips_too() -> None:
+@pytest.mark.parametrize("eves", [True, False])
+def test_what_surely_skips_decide_skips_too(eves: bool) -> None:
     """``surely_skips`` spares most iterations of a fast loop the whole decision: wherever
     it says SKIP, ``decide`` says so too, whatever is charged in between (a random walk of
-    charges, bookkeeping, start-up allowances and periodic tests)."""
+    charges, bookkeeping, start-up allowances and periodic tests). Where no iteration can be
+    the eve of a periodic one (``eves`` False: the lookahead foresaw none), it also says so
+    while the budget is short of one more checkpoint, not only when it is spent."""
     rng = random.Random(7)
+    fast = waiting = 0
     for _ in range(200):
-        policy = CheckpointPolicy(rng.choice([0.0, 0.01, 1 / 15, 0.5]), periodic=True)
+        policy = CheckpointPolicy(rng.choice([0.0, 0.01, 1 / 15, 0.5]), periodic=eves)
         policy.charge_fixed(rng.random() * 0.5)
         if rng.random() < 0.5:
             policy.allow_startup(rng.random() * 3, rng.randrange(0, 500))  # 0: not known
-        compute, fast = 0.0, 0
+        compute = 0.0
         for g in range(300):
             compute += rng.random() * 0.01
-            policy.bookkeeping += rng.random() * 0.002
-            sure = policy.surely_skips(compute, g)
-            decided = policy.decide(compute, g, lambda: rng.random() < 0.1)
+            policy.bookkeeping += rng.random() * rng.choice([0.002, 0.0001])
+            sure = policy.surely_skips(compute, g, eve=eves)
+            waiting += sure and not policy.surely_skips(compute, g)
+            decided = policy.decide(compute, g, lambda: eves and rng.random() < 0.1)
             assert not sure or decided == Decision.SKIP, (g, compute)
             fast += sure
             if decided:
                 policy.charge(g, rng.random() * 0.05)
                 policy.settle(g)
     assert fast > 0, "the shortcut is taken"
+    assert waiting > 0 if not eves else waiting == 0, "and while short of one more, no eves"
 
 
 def test_journaling_in_a_commit_is_not_what_a_checkpoint_costs() -> None:

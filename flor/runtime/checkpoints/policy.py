@@ -87,6 +87,10 @@ class CheckpointPolicy:
         # everything spent above the budget, which only grows with training.
         self._skip_compute = 0.0
         self._skip_iteration = 0
+        # Below these, it says SKIP unless the iteration is the eve of a periodic one: set when
+        # it last found the budget short of one more checkpoint.
+        self._wait_compute = 0.0
+        self._wait_iteration = 0
 
     def should_checkpoint(
         self, compute: float, iteration: int = 0, preferred: Callable[[], bool] | None = None
@@ -107,7 +111,9 @@ class CheckpointPolicy:
         charged = self._charged()
         spent = charged + min(self.fixed, budget / 2)  # start-up: paid off at half rate
         if spent > budget:
-            self._skip_below(charged + min(charged, self.fixed))
+            self._skip_compute, self._skip_iteration = self._horizon(
+                charged + min(charged, self.fixed)
+            )
             return Decision.SKIP
         if spent + expected > budget:
             # The eve of the loop's periodic work may overdraw the budget by one checkpoint:
@@ -115,6 +121,8 @@ class CheckpointPolicy:
             # periodic iteration gets one too. Later ones wait until training has paid for it.
             if preferred is not None and preferred():
                 return Decision.PREFERRED
+            # (spent is at least charged: short of one more until the budget reaches this)
+            self._wait_compute, self._wait_iteration = self._horizon(charged + expected)
             return Decision.SKIP
         if preferred is not None and preferred():
             return Decision.PREFERRED
@@ -125,31 +133,34 @@ class CheckpointPolicy:
         on_round = (iteration + 1) % round_period(affordable) == 0
         return Decision.TAKE if on_round else Decision.SKIP
 
-    def surely_skips(self, compute: float, iteration: int) -> bool:
-        """Whether ``decide`` would say SKIP now, at the cost of two compares: what was spent
-        when it last said so is still above the budget (what is spent only grows). Most
-        iterations of a loop of sub-millisecond steps ask only this."""
-        return compute < self._skip_compute and iteration < self._skip_iteration
+    def surely_skips(self, compute: float, iteration: int, eve: bool = True) -> bool:
+        """Whether ``decide`` would say SKIP now, at the cost of a few compares: what was spent
+        when it last said so is still above the budget (what is spent only grows), or, where
+        the iteration cannot be the eve of a periodic one (``eve``), still short of one more
+        checkpoint. Most iterations of a loop of sub-millisecond steps ask only this."""
+        if compute < self._skip_compute and iteration < self._skip_iteration:
+            return True
+        return not eve and compute < self._wait_compute and iteration < self._wait_iteration
 
-    def _skip_below(self, spent: float) -> None:
-        """The budget is below ``spent`` until training reaches these (the budget is
-        ``epsilon`` times the larger of training and the start-up's share: both grow)."""
+    def _horizon(self, spent: float) -> tuple[float, int]:
+        """The training and the iteration below both of which the budget is below ``spent``
+        (it is ``epsilon`` times the larger of training and the start-up's share: both grow)."""
         if self.epsilon <= 0:
-            self._skip_compute, self._skip_iteration = math.inf, sys.maxsize
-            return
-        self._skip_compute = spent / self.epsilon
-        if self.length <= 0 and self._skip_compute <= self.startup:
-            self._skip_compute /= STARTUP_RATE  # the start-up allowed faster than training goes
+            return math.inf, sys.maxsize
+        compute = spent / self.epsilon
+        if self.length <= 0 and compute <= self.startup:
+            compute /= STARTUP_RATE  # the start-up allowed faster than training goes
         allowance = self.epsilon * self.startup
         if self.length <= 0 or allowance < spent:
-            self._skip_iteration = sys.maxsize  # the start-up's share never reaches it
-        else:  # epsilon * startup * (i + 1) / length < spent
-            self._skip_iteration = max(math.ceil(spent * self.length / allowance) - 1, 0)
+            return compute, sys.maxsize  # the start-up's share never reaches it
+        # epsilon * startup * (i + 1) / length < spent
+        return compute, max(math.ceil(spent * self.length / allowance) - 1, 0)
 
     def allow_startup(self, seconds: float, length: int) -> None:
         """The script spent ``seconds`` before a loop of ``length`` iterations (0: not known)."""
         self.startup, self.length = max(seconds, 0.0), length
         self._skip_compute, self._skip_iteration = 0.0, 0  # the budget grows differently now
+        self._wait_compute, self._wait_iteration = 0.0, 0
 
     def budgeted(self, compute: float, iteration: int) -> float:
         """The seconds the budget is a fraction of by ``iteration``: the training so far, or
@@ -186,6 +197,7 @@ class CheckpointPolicy:
         """The next checkpoint's expected cost: the mean of the recent ones (under the lock)."""
         recent = list(self._recent) or list(self._pending.values())
         self._expected = sum(recent) / len(recent) if recent else None
+        self._wait_compute, self._wait_iteration = 0.0, 0  # it waited for the old estimate
 
     def charge_fixed(self, seconds: float) -> None:
         """Account ``seconds`` of flor's own time that no checkpoint caused."""

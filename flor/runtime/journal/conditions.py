@@ -204,17 +204,20 @@ class Lookahead:
                 tests[i] = ahead
         if not tests:  # every test fires often lately: none is preferred
             return target + self.HORIZON + 1
-        for k in range(1, self.HORIZON + 1):
-            if any(_may_hold(guard, k) for guard in tests.values()):
-                return target + k
-            for i in tests:
-                self._seen(i, False)
-        return target + self.HORIZON + 1
+        k = 1
+        while k <= self.HORIZON and not any(_may_hold(guard, k) for guard in tests.values()):
+            k += 1
+        for i in tests:
+            self._seen(i, False, k - 1)
+        return target + k
 
-    def _seen(self, i: int, holds: bool) -> None:
+    def _seen(self, i: int, holds: bool, times: int = 1) -> None:
+        """Test ``i`` evaluated to ``holds``, ``times`` times over (only the last ``WINDOW``
+        of them are kept: a foreseen stretch of 500 falses costs 50 appends)."""
         recent = self.recent[i]
-        self.fired[i] += holds - (recent[0] if len(recent) == self.WINDOW else 0)
-        recent.append(holds)
+        for _ in range(min(times, self.WINDOW)):
+            self.fired[i] += holds - (recent[0] if len(recent) == self.WINDOW else 0)
+            recent.append(holds)
 
     def _rare(self, i: int) -> bool:
         """Test ``i`` fired in at most one of ``RARE`` of its recent evaluations."""

@@ -212,11 +212,17 @@ class Recorder(Session):
         self.scalars.note(iteration, loop_frame.f_code.co_name, loop_frame.f_locals, value)
         self._checkpointing = None
         self.stdout.bucket = iteration
-        policy = self.policy
-        self._fast = self._alone and policy.surely_skips(self.clock.compute, iteration)
+        self._fast = self._alone and self._surely_skips(self.clock.compute, iteration)
         start = time.perf_counter()
-        policy.bookkeeping += start - now
+        self.policy.bookkeeping += start - now
         self.clock.turn(g, now, start)
+
+    def _surely_skips(self, compute: float, g: int) -> bool:
+        """Whether the policy surely skips iteration ``g``: the eve of a periodic iteration
+        only where the lookahead foresaw none."""
+        lookahead = self.lookahead
+        eve = lookahead is not None and not lookahead.quiet(g + 1)
+        return self.policy.surely_skips(compute, g, eve)
 
     def _writer_cost(self, iteration: int, seconds: float) -> None:
         """The writer's CPU time for a job of ``iteration`` (-1: the journal's): charged where
@@ -354,7 +360,7 @@ class Recorder(Session):
         compute = self.clock.end_block(g, start)
         first = self._checkpointing is None  # the iteration's first block end decides
         if first:  # most iterations of a loop of short steps: surely not, at two compares
-            skips = self.job is None and self.policy.surely_skips(compute, g)
+            skips = self._alone and self._surely_skips(compute, g)
             self._checkpointing = Decision.SKIP if skips else self._decide(compute, g, frame)
         charged = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
         if first and self.job is not None and self.job.rank == 0:
