@@ -1,9 +1,10 @@
 """The background writer: serializes and stores checkpoints off the training thread.
 
-The training thread hands over snapshots it already copied in memory, so it
-never waits on disk. What is in flight is bounded by ``max_bytes``: the recorder
-asks ``room_for`` before a checkpoint and skips one that would not fit, rather
-than stall training; ``submit`` waits only for a first checkpoint of unknown size. One thread, one FIFO queue: data jobs of an
+The training thread hands over snapshots it already copied in memory (and, when
+small, serialized), so it never waits on disk. What is in flight is bounded by
+``max_bytes``: the recorder asks ``room_for`` before a checkpoint and skips one
+that would not fit, rather than stall training; ``submit`` waits only for a
+first checkpoint of unknown size. One thread, one FIFO queue: data jobs of an
 iteration run before the journal job that commits them (semantic 8). A job
 that fails marks its iteration failed; the commit is then dropped with a
 warning, training continues, and replay re-executes that iteration. A store
