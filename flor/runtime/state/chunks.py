@@ -131,11 +131,6 @@ class Chunks:
         out.packs[kind].owners[id(t)] = (t, named)  # stored once that pack is
         return named
 
-    def put_packs(self, out: Any) -> None:
-        """Write the packs of ``out``: after them, every copy's references are named."""
-        for pack in self.seal_packs(out):
-            self.write_pack(pack, out)
-
     def seal_packs(self, out: Any) -> list[Pack]:
         """The packs of ``out`` with pieces, sealed: what ``write_pack`` writes. They stay in
         ``out`` until then, where ``put_tensor`` finds their owners' references."""

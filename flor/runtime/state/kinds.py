@@ -174,10 +174,8 @@ def module_attrs(module: torch.nn.Module) -> dict[str, Any]:
     (``self.data``), counters. Its ``state_dict`` leaves them out; a full run has them."""
     if is_wrapper(module):
         return {}
-    attrs = {k: v for k, v in vars(module).items() if k not in MODULE_INTERNALS}
-    for name in _derived(module, attrs):
-        del attrs[name]
-    return attrs
+    kept = kept_attrs(module)
+    return {k: v for k, v in vars(module).items() if k not in kept}
 
 
 def kept_attrs(module: torch.nn.Module) -> frozenset[str]:
