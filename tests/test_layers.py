@@ -28,6 +28,7 @@ FLOORS = {
     "flor.runs": 2,
     "flor.store": 1,
     "flor.errors": 0,
+    "flor.frameworks": 0,
     "flor.sources": 0,
 }
 ALLOWED_STATE = {("flor.runtime.loop.context", "session")}  # the one process session

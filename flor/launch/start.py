@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
+from flor.runtime import trainers
 from flor.runtime.loop import context
 from flor.runtime.process.options import (
     Options,
@@ -51,6 +52,7 @@ def start(
     torchrun's, if any, from the environment). ``loop``: a recording's ``loop_tests``,
     where the caller has them already (None: found here)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
+    trainers.install(reporter)  # a loop that lives in a library (Lightning's) takes flor's
     if options.spawned and job is None:
         from flor.launch.spawn import SpawnParent
 

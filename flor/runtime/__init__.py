@@ -1,5 +1,7 @@
-"""What instrumented code calls, in five rooms, each importing only the ones below it:
+"""What instrumented code calls, in six rooms, each importing only the ones below it:
 
+- ``trainers``: loops that live in a library (Lightning's ``Trainer.fit``), driven through
+  the loop protocol;
 - ``loop``: the loop protocol (``flor.it``, ``SkipBlock``, ``flor.log``), the process's
   session, and the recorder that decides when to checkpoint;
 - ``checkpoints``: taking a checkpoint and writing it in the background, within a time

@@ -5,7 +5,7 @@
 - ``compare``/``fingerprints``: which SkipBlocks an edit touched (probed inference);
 - ``hindsight``: where an edit's statements run, for a sparse replay.
 
-Imports: flor.errors, flor.sources.
+Imports: flor.errors, flor.frameworks, flor.sources.
 """
 
 from __future__ import annotations

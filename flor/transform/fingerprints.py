@@ -4,7 +4,9 @@ A block is the body of ``if <...>SkipBlock.step_into("name", ...):``. Its
 fingerprint covers the body's syntax tree (so formatting and comments do not
 count) and, transitively, every function or method defined in the same file
 that the body calls by name. Replay compares the recorded script's fingerprints
-with the edited script's: a block whose fingerprint changed is probed.
+with the edited script's: a block whose fingerprint changed is probed. A library
+trainer's block (``flor.frameworks``) has no body in the project: its fingerprint
+covers the project's functions named like the hooks it calls.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 
 from flor.errors import FlorError
 from flor.sources import python_ast
+from flor.transform import trainers
 
 
 @dataclass(frozen=True)
@@ -144,11 +147,18 @@ def project_fingerprints(files: Mapping[str, str], label: str = "") -> dict[str,
             elif isinstance(node, ast.If) and (name := block_name(node.test)) is not None:
                 bodies.setdefault(name, []).extend(node.body)
     escaping = _escaping(trees, functions)
+    roots = {name: _referenced_names(body) for name, body in bodies.items()}
+    digests = {
+        name: hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode())
+        for name, body in bodies.items()
+    }
+    for framework, calls in trainers.used(trees).items():  # its block lives in the library
+        roots[framework.block] = set(calls)
+        digests[framework.block] = hashlib.sha256(framework.block.encode())
     result = {}
-    for name, body in bodies.items():
-        digest = hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode())
+    for name, digest in digests.items():
         seen: set[str] = set()
-        todo = sorted(_referenced_names(body) | _IMPLICIT_CALLS | escaping)
+        todo = sorted(roots[name] | _IMPLICIT_CALLS | escaping)
         while todo:
             callee = todo.pop()
             if callee in seen or callee not in functions:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from flor.errors import FlorError
 from flor.sources import python_ast
+from flor.transform import trainers
 from flor.transform.fingerprints import block_name, is_skipblock_call, parse
 
 # Nodes a condition may consist of: arithmetic, comparisons and boolean logic on names.
@@ -94,6 +95,8 @@ def analyze(recorded: str, edited: str, filename: str = "<script>") -> Hindsight
     new = parse(edited, filename)
     old_loop, new_loop = _main_loop(old), _main_loop(new)
     if old_loop is None or new_loop is None:
+        if trainers.used([new]):  # a hook: the library's loop calls it in every epoch
+            return Hindsight(dense="the loop is a library trainer's", expected=True)
         return Hindsight(dense="not one flor.it loop in the script", expected=False)
     changes: list[_Change] = []
     _diff(old.body, new.body, (), (), changes)

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import libcst as cst
 
-from flor.sources import ENTRY, SourceFile
+from flor.sources import ENTRY, SourceFile, python_ast
+from flor.transform import trainers
 from flor.transform.effects import StateItem, feeds_block, infer_state
 from flor.transform.loops import (
     BlockChoice,
@@ -81,6 +82,10 @@ def instrument_project(
         prefix = "" if f.module == ENTRY else f.module + "."
         results[key] = _instrument_file(q, f, loops, prefix, openings)
     main = results.pop(id(p), None) or Instrumented(filename, source, source)
+    if not found:  # a library's loop (Lightning's Trainer.fit), which flor drives as it runs
+        trees = [python_ast(f.source) for f in (entry, *files)]
+        said = tuple(f"{t.title}: {t.shape}" for t in trainers.used(trees))
+        main = replace(main, trainers=said)
     targets = {t for c in p.walk(p.module) if isinstance(c, cst.Call) and (t := spawned(c))}
     if any(q is p and owner is not None and p.qualname(owner) in targets for q, _, owner in found):
         main = replace(main, spawned=True)

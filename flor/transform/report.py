@@ -44,6 +44,7 @@ class Instrumented:
     notes: tuple[Note, ...] = field(default=())
     error: str | None = None  # set when the file could not be parsed
     spawned: bool = False  # the main loop runs in the processes the script's mp.spawn starts
+    trainers: tuple[str, ...] = ()  # the library trainers whose loop flor drives, said
 
     @property
     def changed(self) -> bool:
@@ -75,7 +76,9 @@ class Instrumented:
                 )
         for note in self.notes:
             lines.append(f"{self.filename}:{note.line}: warning: {note.message}")
-        if not self.loops and not self.notes:
+        for found in self.trainers:
+            lines.append(f"{self.filename}: {found}; the file is unchanged")
+        if not self.loops and not self.notes and not self.trainers:
             lines.append(f"{self.filename}: no training loop found; the file is unchanged")
         return "\n".join(lines) + "\n"
 

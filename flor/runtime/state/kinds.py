@@ -179,11 +179,22 @@ def module_attrs(module: torch.nn.Module) -> dict[str, Any]:
 
 
 def kept_attrs(module: torch.nn.Module) -> frozenset[str]:
-    """The attributes a checkpoint neither saves nor takes away: torch's own, and the
-    caches ``_derived`` finds."""
-    attrs = {k: v for k, v in vars(module).items() if k not in MODULE_INTERNALS}
+    """The attributes a checkpoint neither saves nor takes away: torch's own, a framework
+    base class's, and the caches ``_derived`` finds."""
+    internals = _internals(type(module))
+    attrs = {k: v for k, v in vars(module).items() if k not in internals}
     derived = _derived(module, attrs)
-    return MODULE_INTERNALS.union(derived) if derived else MODULE_INTERNALS
+    return internals.union(derived) if derived else internals
+
+
+@functools.cache
+def _internals(t: Any) -> frozenset[str]:  # a type (Any: functools.cache wants Hashable)
+    """What the constructor of ``t``'s framework base sets up (a LightningModule's trainer,
+    its logging state): built in this process by the framework, like torch's own."""
+    for base in t.__mro__:
+        if base.__name__ == "LightningModule" and base.__module__.endswith(".core.module"):
+            return MODULE_INTERNALS.union(vars(base()))
+    return MODULE_INTERNALS
 
 
 def _derived(module: torch.nn.Module, attrs: dict[str, Any]) -> list[str]:
