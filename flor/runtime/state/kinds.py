@@ -181,7 +181,7 @@ def module_attrs(module: torch.nn.Module) -> dict[str, Any]:
 def kept_attrs(module: torch.nn.Module) -> frozenset[str]:
     """The attributes a checkpoint neither saves nor takes away: torch's own, a framework
     base class's, and the caches ``_derived`` finds."""
-    internals = _internals(type(module))
+    internals = _internals(type(module))  # type: ignore[arg-type]  # a class is hashable
     attrs = {k: v for k, v in vars(module).items() if k not in internals}
     derived = _derived(module, attrs)
     return internals.union(derived) if derived else internals
