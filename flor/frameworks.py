@@ -1,7 +1,7 @@
 """The library trainers flor records without a loop in the script: what both sides agree on.
 
-A script trained by ``Trainer.fit`` (Lightning) has no main loop of its own; its loop lives
-in the library. ``flor.runtime.trainers`` drives flor's loop protocol from that library's
+A script trained by Lightning's ``Trainer.fit`` or Hugging Face's ``Trainer.train`` has no
+main loop of its own; its loop lives in the library. ``flor.runtime.trainers`` drives flor's loop protocol from that library's
 loop (the iteration is an epoch, the block its training); the transform needs the same
 block's name and which of the user's methods the block calls, to tell whether an edit
 touched it (``flor.transform.fingerprints``) and to say what it found
@@ -19,12 +19,13 @@ from dataclasses import dataclass
 class Framework:
     title: str  # what flor says it found: "Lightning Trainer.fit"
     packages: tuple[str, ...]  # the import names that bring it in
-    entry: str  # the method whose call starts training: ``trainer.fit(...)``
+    entry: str  # the method whose call starts training (``trainer.fit(...)``), on a ``*Trainer``
     block: str  # the SkipBlock its adapter opens each iteration
     shape: str  # what an iteration and the block are, said once
     calls: frozenset[str]  # the user's methods (hooks, callbacks) the block runs, by name
-    # a trainer's argument that moves more hooks inside the block, and those hooks
-    inside_if: tuple[tuple[str, frozenset[str]], ...]
+    # an argument of the trainer that, passed with any value but the one named, moves more
+    # hooks inside the block; and those hooks
+    inside_if: tuple[tuple[str, object, frozenset[str]], ...]
 
 
 LIGHTNING = Framework(
@@ -65,6 +66,7 @@ LIGHTNING = Framework(
     inside_if=(
         (
             "val_check_interval",
+            1.0,
             frozenset(
                 {
                     "validation_step",
@@ -83,4 +85,55 @@ LIGHTNING = Framework(
     ),
 )
 
-KNOWN = (LIGHTNING,)
+TRANSFORMERS = Framework(
+    title="Hugging Face Trainer.train",
+    packages=("transformers",),
+    entry="train",
+    block="transformers.train",
+    shape="epochs as iterations; block: the training epoch (evaluation after it)",
+    calls=frozenset(
+        {
+            # the step, the Trainer methods a subclass overrides for it, and step callbacks
+            "training_step",
+            "compute_loss",
+            "compute_loss_func",
+            "get_batch_samples",
+            "_prepare_inputs",
+            "log",
+            "on_step_begin",
+            "on_substep_end",
+            "on_pre_optimizer_step",
+            "on_optimizer_step",
+            "on_step_end",
+            "on_log",  # logging every logging_steps happens inside the epoch
+            "on_save",
+            # the data
+            "__getitem__",
+            "__getitems__",
+            "__iter__",
+            "__next__",
+            "__len__",
+        }
+    ),
+    # Evaluation every eval_steps (not at each epoch's end) runs inside the training.
+    inside_if=tuple(
+        (
+            argument,
+            "epoch",
+            frozenset(
+                {
+                    "evaluate",
+                    "evaluation_loop",
+                    "prediction_step",
+                    "compute_metrics",
+                    "preprocess_logits_for_metrics",
+                    "on_evaluate",
+                    "on_prediction_step",
+                }
+            ),
+        )
+        for argument in ("eval_strategy", "evaluation_strategy")
+    ),
+)
+
+KNOWN = (LIGHTNING, TRANSFORMERS)

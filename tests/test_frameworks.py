@@ -1,14 +1,16 @@
-"""Scripts whose loop lives in a library trainer (Lightning's ``Trainer.fit``), unmodified.
+"""Scripts whose loop lives in a library trainer (Lightning's ``Trainer.fit``, Hugging Face's
+``Trainer.train``), unmodified.
 
 flor drives the library's own loop (``flor.runtime.trainers``): each epoch an iteration, its
-training the block. A hindsight line after the training (a callback's validation hook, the
-module's epoch end) restores every epoch's training, counted in backward passes; one inside
-``training_step`` re-executes. Either way the replay prints what a full run of the edited
-script prints.
+training the block. A hindsight line after the training (a callback's validation or
+evaluation hook, the module's epoch end) restores every epoch's training, counted in backward
+passes; one inside it (``training_step``, logging every few steps) re-executes. Either way the
+replay prints what a full run of the edited script prints.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import sys
 from pathlib import Path
@@ -16,19 +18,21 @@ from pathlib import Path
 import pytest
 from conftest import SCRIPTS, Flor, hindsight
 
-from flor.frameworks import LIGHTNING
+from flor.frameworks import LIGHTNING, TRANSFORMERS, Framework
 from flor.runtime.process.reporter import Reporter
-from flor.transform import compare
+from flor.transform import compare, fingerprints
 
 pytestmark = pytest.mark.slow
 FRAMEWORKS = SCRIPTS / "frameworks"
 FOUND = "lightning_fit.py: Lightning Trainer.fit: epochs as iterations; block: the training epoch"
+HF_FOUND = (
+    "hf_train.py: Hugging Face Trainer.train: epochs as iterations; block: the training epoch"
+)
 
 
-def write(f: Flor, kind: str, edit: tuple[str, str] = ("", "")) -> Path:
-    path = f.work / "lightning_fit.py"
-    source = (FRAMEWORKS / "lightning_fit.py").read_text().replace(*edit)
-    path.write_text(hindsight(source, kind))
+def write(f: Flor, kind: str, name: str = "lightning_fit.py") -> Path:
+    path = f.work / name
+    path.write_text(hindsight((FRAMEWORKS / name).read_text(), kind))
     return path
 
 
@@ -86,6 +90,43 @@ def test_validation_inside_the_epoch_is_training_s_and_pytorch_lightning_too(
     assert f.replays("exp")[-1]["probed"] == [LIGHTNING.block]
 
 
+def test_hugging_face_s_evaluation_after_the_training_restores_every_epoch(
+    flor_env: Flor,
+) -> None:
+    f = flor_env
+    script = write(f, "none", "hf_train.py")
+    plain, full_backwards = f.counting_backwards("plain", (str(script),), hand=True)
+    recorded = f.cli("run", "--name", "exp", script.name)
+    assert recorded.stdout == plain.stdout and HF_FOUND in recorded.stderr
+    assert "3 iterations, 3 checkpoints" in recorded.stderr
+    write(f, "outside", "hf_train.py")
+    truth = f.truth(script)
+    assert truth != plain.stdout
+    replayed, replay_backwards = f.counting_backwards("whole", ("replay", "--name", "exp"))
+    assert replayed.stdout == truth  # the last line: the training loss the Trainer summed
+    assert (full_backwards, replay_backwards) == (30, 0)  # 15 steps of 2 accumulated batches
+    assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
+
+
+def test_hugging_face_s_logging_inside_the_epoch_re_executes(flor_env: Flor) -> None:
+    """``on_log`` runs every ``logging_steps``, inside the epoch; evaluating every
+    ``eval_steps`` moves ``on_evaluate`` inside too. An edit to either re-executes."""
+    f = flor_env
+    for kind, steps in (("inside", False), ("outside", True)):
+        source = (FRAMEWORKS / "hf_train.py").read_text()
+        if steps:
+            source = source.replace(
+                'eval_strategy="epoch",', 'eval_strategy="steps",\n    eval_steps=5,'
+            )
+        script = f.work / "hf_train.py"
+        script.write_text(hindsight(source, "none"))
+        f.cli("run", "--name", kind, script.name)
+        script.write_text(hindsight(source, kind))
+        truth = f.truth(script)
+        assert f.cli("replay", "--name", kind).stdout == truth
+        assert f.replays(kind)[-1]["probed"] == [TRANSFORMERS.block]
+
+
 SCRIPT = """
 import lightning.pytorch as pl
 
@@ -103,34 +144,71 @@ pl.Trainer(max_epochs=2).fit(Model())
 """
 
 
+HF_SCRIPT = """
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+class Printer(TrainerCallback):
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        print(logs)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        print(metrics)
+
+Trainer(model=None, args=TrainingArguments("out", eval_strategy="epoch")).train()
+"""
+
+
 @pytest.mark.parametrize(
-    ("old", "new", "touched"),
+    ("script", "old", "new", "block", "touched"),
     [
-        ("return batch.sum()", "return batch.mean()", True),  # what training_step calls
-        ('print("val")', 'print("val", self.current_epoch)', False),
-        ("max_epochs=2)", "max_epochs=2, val_check_interval=3)", True),  # validation moves in
+        (SCRIPT, "return batch.sum()", "return batch.mean()", LIGHTNING, True),  # training's
+        (SCRIPT, 'print("val")', 'print("val", self.current_epoch)', LIGHTNING, False),
+        (SCRIPT, "max_epochs=2)", "max_epochs=2, val_check_interval=3)", LIGHTNING, True),
+        (SCRIPT, "max_epochs=2)", "max_epochs=2, val_check_interval=1.0)", LIGHTNING, False),
+        (HF_SCRIPT, "print(logs)", "print(logs, state.epoch)", TRANSFORMERS, True),
+        (HF_SCRIPT, "print(metrics)", "print(metrics, state.epoch)", TRANSFORMERS, False),
+        (HF_SCRIPT, '"epoch")', '"steps")', TRANSFORMERS, True),  # evaluation moves in
     ],
 )
-def test_an_edit_touches_lightning_s_block_where_the_training_calls_it(
-    old: str, new: str, touched: bool
+def test_an_edit_touches_a_trainer_s_block_where_the_training_calls_it(
+    script: str, old: str, new: str, block: Framework, touched: bool
 ) -> None:
-    changes = compare(SCRIPT, SCRIPT.replace(old, new))
-    assert (LIGHTNING.block in changes.changed) is touched and not changes.added
+    assert old in script
+    changes = compare(script, script.replace(old, new))
+    assert (block.block in changes.changed) is touched and not changes.added
 
 
+def test_a_loop_of_its_own_or_no_trainer_built_is_not_a_library_s_training() -> None:
+    """``model.train()`` and sklearn's ``fit`` are not a library's training loop: a script
+    with a loop of its own, or one that builds no ``...Trainer``, gets no trainer's block."""
+    loop = "for epoch in flor.it(range(3)):\n    if flor.SkipBlock.step_into('b'):\n        m.train()\n    flor.SkipBlock.end(m)\n"
+    built = "from transformers import Trainer\nTrainer(model=m).train()\n"
+    assert set(fingerprints("import transformers\n" + loop + built)) == {"b"}
+    assert set(fingerprints("import transformers\nm.train()\nm.fit(x)\n")) == set()
+    assert set(fingerprints(built)) == {TRANSFORMERS.block}
+
+
+@pytest.mark.parametrize(
+    ("adapter", "module", "cls", "method", "said"),
+    [
+        ("lightning", "lightning.pytorch.loops.fit_loop", "_FitLoop", "run", "Lightning 2.99.1"),
+        ("hf", "transformers.trainer", "Trainer", "_run_epoch", "transformers 2.99.1"),
+    ],
+)
 def test_a_version_flor_does_not_know_is_named_and_left_alone(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, adapter: str, module: str, cls: str, method: str, said: str
 ) -> None:
-    from flor.runtime.trainers import lightning
-
-    monkeypatch.setattr(lightning.importlib.metadata, "version", lambda name: "2.99.1")
-    said = io.StringIO()
-    patched = type("Loop", (), {"run": "Lightning's"})
-    module = type(sys)("fit_loop")
-    module._FitLoop = patched  # type: ignore[attr-defined]
-    lightning.patches(Reporter(said))["lightning.pytorch.loops.fit_loop"](module)
-    assert patched.run == "Lightning's"
-    assert said.getvalue() == (
-        "flor: warning: Lightning 2.99.1 is not a version flor knows (2.6): Trainer.fit runs "
+    patches = importlib.import_module(f"flor.runtime.trainers.{adapter}")
+    monkeypatch.setattr(patches.importlib.metadata, "version", lambda name: "2.99.1")
+    out = io.StringIO()
+    patched = type(cls, (), {method: "the library's"})
+    imported = type(sys)(module)
+    setattr(imported, cls, patched)
+    patches.patches(Reporter(out))[module](imported)
+    assert getattr(patched, method) == "the library's"
+    known = ", ".join(f"{a}.{b}" for a, b in patches.KNOWN)
+    entry = "Trainer.fit" if adapter == "lightning" else "Trainer.train"
+    assert out.getvalue() == (
+        f"flor: warning: {said} is not a version flor knows ({known}): {entry} runs "
         "without checkpoints, and replays whole\n"
     )

@@ -152,7 +152,8 @@ def project_fingerprints(files: Mapping[str, str], label: str = "") -> dict[str,
         name: hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode())
         for name, body in bodies.items()
     }
-    for framework, calls in trainers.used(trees).items():  # its block lives in the library
+    used = {} if bodies else trainers.used(trees)  # a library's loop, where the project has none
+    for framework, calls in used.items():  # its block lives in the library
         roots[framework.block] = set(calls)
         digests[framework.block] = hashlib.sha256(framework.block.encode())
     result = {}

@@ -4,7 +4,8 @@
 versions of their loop methods as they are imported: the same calls in the same order,
 with ``flor.it`` over the iterations and a ``SkipBlock`` around each one's training. A
 version flor does not know is named in one line and left alone: it then runs, and replays,
-whole. ``lightning``: Lightning's ``Trainer.fit``.
+whole. ``lightning``: Lightning's ``Trainer.fit``; ``hf``: Hugging Face's ``Trainer.train``;
+``block``: the block both open.
 
 Imports: flor.frameworks, flor.runtime.loop, flor.runtime.process, flor.runtime.state.
 """
@@ -24,9 +25,10 @@ from flor.runtime.process.reporter import Reporter
 def install(reporter: Reporter) -> None:
     """Patch the known trainers' loops when the script imports them (once per process)."""
     if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-        from flor.runtime.trainers import lightning
+        from flor.runtime.trainers import hf, lightning
 
-        sys.meta_path.insert(0, _PatchOnImport(lightning.patches(reporter)))
+        patches = {**lightning.patches(reporter), **hf.patches(reporter)}
+        sys.meta_path.insert(0, _PatchOnImport(patches))
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):

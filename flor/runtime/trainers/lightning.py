@@ -23,9 +23,10 @@ from types import ModuleType
 from typing import Any
 
 from flor.frameworks import LIGHTNING
-from flor.runtime.loop.api import SkipBlock, it
+from flor.runtime.loop.api import it
 from flor.runtime.process.reporter import Reporter
 from flor.runtime.state.capture import Unrestorable
+from flor.runtime.trainers.block import run_block
 
 KNOWN = ((2, 6),)  # the versions whose loop bodies these copy: another replays whole
 # Each of Lightning's two packages: its import name, where its trainer lives, its distribution.
@@ -96,7 +97,7 @@ def _epoch_run(self: Any, data_fetcher: Any) -> None:
     trainer = self.trainer
     train = functools.partial(_train, self, data_fetcher)
     state = functools.partial(_state, trainer)
-    if not _block(train, state, functools.partial(_settle, trainer)):
+    if not run_block(LIGHTNING.block, train, state, functools.partial(_settle, trainer)):
         return
     try:
         self.on_advance_end(data_fetcher)  # the validation, then its batch's bookkeeping
@@ -112,25 +113,6 @@ def _epoch_run(self: Any, data_fetcher: Any) -> None:
             break
         finally:
             self.on_iteration_done()
-
-
-def _block(
-    train: Callable[[], bool],
-    state: Callable[[], dict[str, Any]],
-    settle: Callable[[dict[str, Any]], None],
-) -> bool:
-    """The block: ``train``, or its checkpoint restored; whether the validation ending the
-    epoch is due. Few names here: the scope of ``SkipBlock.end`` is checkpointed too."""
-    validate = False  # a cheap local: checkpointed, and rebound where the block is restored
-    _flor_trained = False  # not checkpointed (``_flor``): whether this process trained
-    if SkipBlock.step_into(LIGHTNING.block):
-        _flor_trained = True
-        validate = train()
-    parts = state()
-    SkipBlock.end(**parts)  # restores each part in place where the block was skipped
-    if not _flor_trained:
-        settle(parts)
-    return validate
 
 
 def _train(loop: Any, data_fetcher: Any) -> bool:
