@@ -52,6 +52,28 @@ def test_a_hook_after_the_training_restores_every_epoch(flor_env: Flor) -> None:
     assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
 
 
+def test_a_callback_class_in_another_file_and_segments(flor_env: Flor) -> None:
+    """The callback lives in the project's ``callbacks.py``: an edit to its validation hook
+    restores the training too; ``--segment i/3`` pieces make up the whole replay."""
+    f = flor_env
+    source = (FRAMEWORKS / "lightning_fit.py").read_text()
+    start, end = source.index("class Watcher"), source.index("\n\ntorch.manual_seed")
+    callbacks = "import lightning.pytorch as pl\n\n\n" + source[start:end] + "\n"
+    entry = source[:start] + "from callbacks import Watcher\n" + source[end:]
+    script = f.work / "lightning_fit.py"
+    script.write_text(hindsight(entry, "none"))
+    (f.work / "callbacks.py").write_text(hindsight(callbacks, "none"))
+    plain, full_backwards = f.counting_backwards("plain", (str(script),), hand=True)
+    assert f.cli("run", "--name", "exp", script.name).stdout == plain.stdout
+    (f.work / "callbacks.py").write_text(hindsight(callbacks, "outside"))
+    truth = f.truth(script)
+    assert "weight norm" in truth
+    replayed, replay_backwards = f.counting_backwards("whole", ("replay", "--name", "exp"))
+    assert replayed.stdout == truth and replay_backwards <= full_backwards / 4
+    thirds = [f.cli("replay", "--name", "exp", "--segment", f"{i}/3").stdout for i in (1, 2, 3)]
+    assert "".join(thirds) == truth
+
+
 def test_a_line_in_training_step_re_executes_the_training(flor_env: Flor) -> None:
     f = flor_env
     script = write(f, "none")
