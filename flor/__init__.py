@@ -7,10 +7,20 @@ calls and replay, restoring checkpoints instead of re-training.
 from __future__ import annotations
 
 from flor.launch.start import activate_from_process as _activate
-from flor.runtime.loop.api import SkipBlock, globals_of, it, log
+from flor.runtime.loop.api import SkipBlock, callback, globals_of, it, log
 from flor.runtime.state.unbound import UNBOUND
 
-__all__ = ["UNBOUND", "SkipBlock", "__version__", "dataframe", "globals_of", "it", "log", "plot"]
+__all__ = [
+    "UNBOUND",
+    "SkipBlock",
+    "__version__",
+    "callback",
+    "dataframe",
+    "globals_of",
+    "it",
+    "log",
+    "plot",
+]
 __version__ = "0.1.0"
 
 

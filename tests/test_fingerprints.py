@@ -66,3 +66,48 @@ def worker(rank):
     inside = source.replace("step()", "step(); print('in')")
     assert compare(source, outside).changed == frozenset()
     assert compare(source, inside).changed == {"worker.L0"}
+
+
+CALLBACKS = """
+import torch
+
+def collate(batch):
+    return batch
+
+def on_end(trainer):
+    print(trainer)
+
+class Trainer:
+    def set_callback(self, event, fn):
+        self.fn = fn
+
+    def run(self):
+        for step in flor.it(range(3)):
+            if flor.SkipBlock.step_into("b"):
+                loader = torch.utils.data.DataLoader([], collate_fn=collate)
+            flor.SkipBlock.end(self)
+            self.fn(self)
+
+Trainer().set_callback("end", on_end)
+"""
+
+
+@pytest.mark.parametrize(
+    ("ran", "touched"), [(frozenset(), False), (frozenset({"on_end"}), True), (None, True)]
+)
+def test_a_callback_handed_to_the_project_counts_where_the_recording_saw_it_run(
+    ran: frozenset[str] | None, touched: bool
+) -> None:
+    """``on_end`` is handed to the project's own ``set_callback``: ``flor run`` notes which
+    blocks run it, and replay counts it in those only (without notes: in every block).
+    ``collate`` goes to a library's DataLoader, where flor cannot note it: every block."""
+    from flor.transform.fingerprints import Seen, handed_functions
+
+    assert handed_functions({"t.py": CALLBACKS}) == {"on_end": "set_callback"}
+    seen = None if ran is None else Seen(frozenset({"on_end"}), {"b": ran})
+    edited = CALLBACKS.replace("print(trainer)", "print(trainer, 1)")
+    assert ("b" in compare(CALLBACKS, edited, seen=seen).changed) is touched
+    collated = CALLBACKS.replace("return batch", "return batch[::-1]")
+    assert "b" in compare(CALLBACKS, collated, seen=seen).changed
+    registered = CALLBACKS.replace('set_callback("end"', 'set_callback("start"')
+    assert "b" in compare(CALLBACKS, registered, seen=seen).changed  # what runs where changed

@@ -38,7 +38,9 @@ def probed(f: Flor) -> list[str]:
 # package trainer's inside edit is replayed by the `-m` test below, on the same project.
 CASES = [
     ("engine_loop", "main.py", {"outside": False, "inside": True}),
-    ("package_trainer", "train.py", {"outside": False, "callback": True}),
+    # The callback runs after the update (minGPT's on_batch_end): the recording saw no block
+    # run it, so an edit to it restores the training (test_a_callback_... below).
+    ("package_trainer", "train.py", {"outside": False, "callback": False}),
     ("algo_class", "main.py", {"outside": False, "inside": True}),
 ]
 
@@ -89,6 +91,40 @@ def test_project_records_and_replays_every_edit(
     assert "engine.py:25: this edit changes training itself: it calls .zero_grad" in again.stderr
     # Its blocks end with zeroed gradients, not the record's: flor cannot tell that harmless.
     assert again.returncode == DIVERGED and "block 'module.L0', in model" in again.stderr
+
+
+def test_a_callback_edit_restores_the_training_unless_a_block_ran_it(flor_env: Flor) -> None:
+    """minGPT's shape: the loop is in the package's Trainer, the callback in the entry script,
+    handed over with ``set_callback``; where the trainer calls it, the source cannot tell.
+    ``flor run`` notes it (``@flor.callback``): after the update it ran in no block, and an
+    edit to it re-runs no training (counted in backward passes). A callback the trainer
+    triggers inside the update is noted in its block: an edit to that one re-executes."""
+    f = flor_env
+    edit(f, "package_trainer", "none")
+    entry = f.work / "train.py"
+    _, full_backwards = f.counting_backwards("plain", (str(entry),), hand=True)
+    recorded = f.cli("run", "--name", "exp", "train.py", FLOR_EPSILON=DENSE)
+    assert (
+        "train.py:14: batch_end_callback, handed to set_callback(): flor notes" in recorded.stderr
+    )
+    edit(f, "package_trainer", "callback")
+    truth = f.truth(entry)
+    replayed, replay_backwards = f.counting_backwards("whole", ("replay", "--name", "exp"))
+    assert replayed.stdout == truth and probed(f) == []
+    assert replay_backwards <= full_backwards / 4, (replay_backwards, full_backwards)
+
+    trainer = f.work / "mypkg" / "trainer.py"  # a callback inside the update, and one edit
+    inside = 'self.loss.backward()\n            self.trigger_callbacks("on_backward")'
+    trainer.write_text(trainer.read_text().replace("self.loss.backward()", inside))
+    grads = "def grads_callback(trainer):\n    trainer.norm = trainer.model.head.weight.grad.norm()\n\n\n"
+    hook = 'trainer.set_callback("on_backward", grads_callback)\n'
+    text = entry.read_text().replace("def batch_end_callback", grads + "def batch_end_callback")
+    entry.write_text(text.replace("trainer.run()\n", hook + "trainer.run()\n"))
+    f.cli("run", "--name", "exp", "train.py", FLOR_EPSILON=DENSE)
+    edited = entry.read_text().replace(".norm()\n", ".norm()\n    print(f'{trainer.norm:.5f}')\n")
+    entry.write_text(edited)
+    assert f.cli("replay", "--name", "exp").stdout == f.truth(entry)
+    assert probed(f) == ["mypkg.trainer.Trainer.run.L0"]
 
 
 def test_a_module_in_a_package_replays_by_segment_and_with_dash_m(flor_env: Flor) -> None:

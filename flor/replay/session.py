@@ -48,7 +48,7 @@ from flor.runtime.state.scope import Frame, bind, same, unbound, visible_names
 from flor.runtime.state.unbound import UNBOUND
 from flor.sources import project_sources
 from flor.store import Store
-from flor.transform import BlockChanges, EndCall, compare
+from flor.transform import BlockChanges, EndCall, Seen, compare
 from flor.transform.hindsight import Hindsight, analyze_project, loop_assigned, loop_file
 
 
@@ -84,7 +84,7 @@ def plan_replay(
     usable on every rank count, and ``replan`` runs what any rank needs."""
     recorded_files = project_sources(run.project, script, run.source)
     edited_files = project_sources(options.project, script, source)
-    changes = compare(run.source, source, script, recorded_files, edited_files)
+    changes = compare(run.source, source, script, recorded_files, edited_files, seen(run))
     _check_blocks(changes, script)
     total = run.iterations
     index, count = options.segment
@@ -119,6 +119,12 @@ def plan_replay(
         hindsight,
         needed,
     )
+
+
+def seen(run: runs.RecordedRun) -> Seen | None:
+    """Which callbacks the recording noted, and which of them each block ran."""
+    ran = run.called
+    return None if ran is None else Seen(frozenset(run.meta.callbacks), ran)
 
 
 def _check_blocks(changes: BlockChanges, script: str) -> None:

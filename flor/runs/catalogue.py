@@ -82,6 +82,18 @@ class RecordedRun:
         )
 
     @property
+    def called(self) -> dict[str, frozenset[str]] | None:
+        """Block name -> the callbacks (``RunMeta.callbacks``) it ran in any iteration; None
+        where the recording noted none (a hand-annotated run, an older flor, a killed run)."""
+        if not self.meta.callbacks:
+            return None
+        ran: dict[str, set[str]] = {}
+        for called in (*(c.called for c in self.commits.values()), *(e.called for e in self.loops)):
+            for block, names in called.items():
+                ran.setdefault(block, set()).update(names)
+        return {block: frozenset(names) for block, names in ran.items()}
+
+    @property
     def complete(self) -> bool:
         """Whether the last loop ended normally (not killed while training)."""
         return bool(self.loops) and self.loops[-1].end == self.iterations

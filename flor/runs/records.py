@@ -130,8 +130,12 @@ class RunMeta(_Record):
     # the budget allowed these, but the writer still held max_bytes of earlier ones
     skipped_behind: int = 0
     warnings: tuple[str, ...] = ()
+    # the functions flor.callback noted (handed to the project's own code): which blocks
+    # ran them is in each commit's ``called``
+    callbacks: tuple[str, ...] = ()
     _newer = frozenset(
         {
+            "callbacks",
             "skipped_behind",
             "storage_budget",
             "thinned",
@@ -205,10 +209,13 @@ class Commit(_Record):
     timings: Mapping[int, float] = field(default_factory=dict)  # seconds per iteration
     block_timings: Mapping[int, float] = field(default_factory=dict)  # of which in blocks
     scalars: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # loop_scalars
-    _newer = frozenset({"scalars"})
+    called: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # block -> callbacks run
+    _newer = frozenset({"scalars", "called"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
+        if name == "called":
+            return {block: tuple(names) for block, names in value.items()}
         if name == "blocks":
             return {k: CheckpointEntry.from_json(v) for k, v in value.items()}
         return _by_iteration(value) if name in _PER_ITERATION else value
@@ -226,10 +233,13 @@ class LoopEnd(_Record):
     timings: Mapping[int, float] = field(default_factory=dict)
     block_timings: Mapping[int, float] = field(default_factory=dict)
     scalars: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
-    _newer = frozenset({"scalars"})
+    called: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # as a Commit's
+    _newer = frozenset({"scalars", "called"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
+        if name == "called":
+            return {block: tuple(names) for block, names in value.items()}
         return _by_iteration(value) if name in _PER_ITERATION else value
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flor.transform.fingerprints import BlockChanges, EndCall, compare, fingerprints
+from flor.transform.fingerprints import BlockChanges, EndCall, Seen, compare, fingerprints
 
 if TYPE_CHECKING:
     from flor.transform.instrumenter import instrument, instrument_project
@@ -22,6 +22,7 @@ __all__ = [
     "BlockChanges",
     "EndCall",
     "Instrumented",
+    "Seen",
     "compare",
     "fingerprints",
     "instrument",

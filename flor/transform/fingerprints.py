@@ -16,6 +16,7 @@ import hashlib
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from flor.errors import FlorError
 from flor.sources import python_ast
@@ -112,20 +113,77 @@ def _spawned(call: ast.Call) -> ast.expr | None:
     return given[0] if given else (call.args[0] if call.args else None)
 
 
-def _escaping(trees: list[ast.Module], functions: dict[str, list[ast.AST]]) -> set[str]:
+@dataclass(frozen=True)
+class Escapes:
     """Functions referred to other than by calling them (``set_callback("on_batch_end", fn)``,
     ``collate_fn=collate``): any block may end up calling them."""
+
+    anywhere: frozenset[str]
+    # Of those, the ones only ever handed to the project's own functions (a trainer's
+    # ``set_callback``), name -> the first such function: ``flor run`` notes which blocks
+    # run them (``flor.callback``), so an edit to one leaves the blocks that never did alone.
+    handed: dict[str, str]
+    sites: str  # the calls handing them over: a changed registration changes every block
+
+
+def escapes(trees: list[ast.Module], functions: dict[str, list[ast.AST]]) -> Escapes:
+    """The functions of ``functions`` that ``trees`` refer to without calling them."""
     calls = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)]
     called = {id(n.func) for n in calls} | {id(t) for n in calls if (t := _spawned(n))}
-    out = set()
+    into: dict[int, tuple[str, ast.Call]] = {}  # an argument of a call of a project function
+    for call in calls:
+        callee = _name(call.func)
+        if callee in functions:
+            for arg in (*call.args, *(k.value for k in call.keywords)):
+                into[id(arg)] = (callee, call)
+    anywhere: set[str] = set()
+    elsewhere: set[str] = set()
+    handed: dict[str, str] = {}
+    sites: list[str] = []
     for tree in trees:
         for n in ast.walk(tree):
             if id(n) in called or not isinstance(getattr(n, "ctx", None), ast.Load):
                 continue
-            name = n.id if isinstance(n, ast.Name) else getattr(n, "attr", None)
-            if name in functions:
-                out.add(name)
-    return out
+            name = _name(n)
+            if name not in functions:
+                continue
+            anywhere.add(name)
+            if id(n) in into:
+                callee, call = into[id(n)]
+                handed.setdefault(name, callee)
+                sites.append(ast.dump(call))
+            else:
+                elsewhere.add(name)
+    kept = {name: callee for name, callee in handed.items() if name not in elsewhere}
+    return Escapes(frozenset(anywhere), kept, "".join(sorted(sites)))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a recording noted of the handed functions (``flor.callback``)."""
+
+    noted: frozenset[str]  # the ones it noted: decorated where they were defined
+    ran: Mapping[str, frozenset[str]]  # block name -> those of them it ran
+
+
+def _name(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+
+
+def handed_functions(files: Mapping[str, str]) -> dict[str, str]:
+    """The functions of the project's ``files`` handed only to its own functions (a
+    callback), name -> the function it is handed to: what ``flor run`` notes."""
+    trees = [python_ast(source) for _, source in sorted(files.items())]
+    return escapes(trees, _functions(trees)).handed
+
+
+def _functions(trees: list[ast.Module]) -> dict[str, list[ast.AST]]:
+    found: dict[str, list[ast.AST]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.setdefault(node.name, []).append(node)
+    return found
 
 
 def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
@@ -133,20 +191,22 @@ def fingerprints(source: str, filename: str = "<script>") -> dict[str, str]:
     return project_fingerprints({filename: source})
 
 
-def project_fingerprints(files: Mapping[str, str], label: str = "") -> dict[str, str]:
+def project_fingerprints(
+    files: Mapping[str, str], label: str = "", seen: Seen | None = None
+) -> dict[str, str]:
     """Block name -> fingerprint of its body and the functions it may call, from any of the
     project's ``files`` (path -> source): by name, so an edit to a function of that name
-    anywhere counts. Bodies are hashed in path order; ``label`` marks paths in errors."""
+    anywhere counts. Bodies are hashed in path order; ``label`` marks paths in errors.
+    ``seen``: which handed functions (``escapes``) a recording saw each block run; without
+    it, a block may run any of them."""
     trees = [parse(files[path], path + label) for path in sorted(files)]
-    functions: dict[str, list[ast.AST]] = {}
+    functions = _functions(trees)
     bodies: dict[str, list[ast.stmt]] = {}
     for tree in trees:
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions.setdefault(node.name, []).append(node)
-            elif isinstance(node, ast.If) and (name := block_name(node.test)) is not None:
+            if isinstance(node, ast.If) and (name := block_name(node.test)) is not None:
                 bodies.setdefault(name, []).extend(node.body)
-    escaping = _escaping(trees, functions)
+    escaped = escapes(trees, functions)
     roots = {name: _referenced_names(body) for name, body in bodies.items()}
     digests = {
         name: hashlib.sha256(ast.dump(ast.Module(body=body, type_ignores=[])).encode())
@@ -158,18 +218,28 @@ def project_fingerprints(files: Mapping[str, str], label: str = "") -> dict[str,
         digests[framework.block] = hashlib.sha256(framework.block.encode())
     result = {}
     for name, digest in digests.items():
-        seen: set[str] = set()
-        todo = sorted(roots[name] | _IMPLICIT_CALLS | escaping)
-        while todo:
-            callee = todo.pop()
-            if callee in seen or callee not in functions:
-                continue
-            seen.add(callee)
-            for fn in functions[callee]:
-                digest.update(ast.dump(fn).encode())
-                todo.extend(sorted(_referenced_names([fn])))  # type: ignore[list-item]
-        result[name] = digest.hexdigest()
+        digest.update(escaped.sites.encode())
+        reach = escaped.anywhere
+        if seen is not None:  # the noted ones it never ran are out of its reach
+            noted = escaped.handed.keys() & seen.noted
+            reach = reach - (noted - seen.ran.get(name, frozenset()))
+        result[name] = _closure(digest, roots[name] | _IMPLICIT_CALLS | reach, functions)
     return result
+
+
+def _closure(digest: Any, names: set[str], functions: dict[str, list[ast.AST]]) -> str:
+    """``digest`` updated with every function ``names`` reach, transitively, by name."""
+    seen: set[str] = set()
+    todo = sorted(names)
+    while todo:
+        callee = todo.pop()
+        if callee in seen or callee not in functions:
+            continue
+        seen.add(callee)
+        for fn in functions[callee]:
+            digest.update(ast.dump(fn).encode())
+            todo.extend(sorted(_referenced_names([fn])))  # type: ignore[list-item]
+    return str(digest.hexdigest())
 
 
 @dataclass(frozen=True)
@@ -224,13 +294,15 @@ def compare(
     filename: str = "<script>",
     recorded_project: Mapping[str, str] | None = None,
     edited_project: Mapping[str, str] | None = None,
+    seen: Seen | None = None,
 ) -> BlockChanges:
     """Which blocks of ``recorded`` changed, vanished or appeared in ``edited``; with the
-    project's other files (path -> source, as recorded and as edited), across them all."""
+    project's other files (path -> source, as recorded and as edited), across them all.
+    ``seen``: which callbacks each block ran when recorded (``project_fingerprints``)."""
     before = {**(recorded_project or {}), filename: recorded}
     after = {**(edited_project or {}), filename: edited}
-    old = project_fingerprints(before, " (recorded)")
-    new = project_fingerprints(after)
+    old = project_fingerprints(before, " (recorded)", seen)
+    new = project_fingerprints(after, "", seen)
     return BlockChanges(
         changed=frozenset(n for n in old.keys() & new.keys() if old[n] != new[n]),
         missing=frozenset(old.keys() - new.keys()),

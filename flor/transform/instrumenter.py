@@ -10,7 +10,9 @@ import libcst as cst
 
 from flor.sources import ENTRY, SourceFile, python_ast
 from flor.transform import trainers
+from flor.transform.callbacks import decorate
 from flor.transform.effects import StateItem, feeds_block, infer_state
+from flor.transform.fingerprints import handed_functions
 from flor.transform.loops import (
     BlockChoice,
     Loop,
@@ -86,10 +88,55 @@ def instrument_project(
         trees = [python_ast(f.source) for f in (entry, *files)]
         said = tuple(f"{t.title}: {t.shape}" for t in trainers.used(trees))
         main = replace(main, trainers=said)
+    others = {r.filename: r for r in results.values()}
+    main, others = _note_callbacks(entry, files, main, others)
     targets = {t for c in p.walk(p.module) if isinstance(c, cst.Call) and (t := spawned(c))}
     if any(q is p and owner is not None and p.qualname(owner) in targets for q, _, owner in found):
         main = replace(main, spawned=True)
-    return ProjectInstrumented(main, tuple(results.values()), files)
+    return ProjectInstrumented(main, tuple(others.values()), files)
+
+
+def _note_callbacks(
+    entry: SourceFile,
+    files: tuple[SourceFile, ...],
+    main: Instrumented,
+    others: dict[str, Instrumented],
+) -> tuple[Instrumented, dict[str, Instrumented]]:
+    """Each file that defines a function the project hands to its own code, with
+    ``@flor.callback`` on it (``callbacks``); files opted out are left as they are."""
+    sources = {f.path: f.source for f in (entry, *files)}
+    handed = handed_functions(sources)
+    if not handed:
+        return main, others
+    out = dict(others)
+    for f in (entry, *files):
+        done = main if f is entry else out.get(f.path, Instrumented(f.path, f.source, f.source))
+        if _left_unchanged(f.source) is not None or done.error:
+            continue
+        rewritten, noted = decorate(
+            cst.parse_module(done.source),
+            frozenset(handed),
+            bool(_IMPORTS_FLOR.search(done.source)),
+        )
+        if not noted:
+            continue
+        lines = _definitions(f.source)
+        said = tuple((lines.get(name, 1), name, handed[name]) for name in noted)
+        done = replace(done, source=rewritten.code, callbacks=said)
+        if f is entry:
+            main = done
+        else:
+            out[f.path] = done
+    return main, out
+
+
+def _definitions(source: str) -> dict[str, int]:
+    """Function name -> the line of its first definition in ``source``."""
+    found: dict[str, int] = {}
+    for node in ast.walk(python_ast(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(node.name, node.lineno)
+    return found
 
 
 def _refused_elsewhere(

@@ -45,6 +45,7 @@ class Instrumented:
     error: str | None = None  # set when the file could not be parsed
     spawned: bool = False  # the main loop runs in the processes the script's mp.spawn starts
     trainers: tuple[str, ...] = ()  # the library trainers whose loop flor drives, said
+    callbacks: tuple[tuple[int, str, str], ...] = ()  # (line, function, handed to) noted
 
     @property
     def changed(self) -> bool:
@@ -78,7 +79,11 @@ class Instrumented:
             lines.append(f"{self.filename}:{note.line}: warning: {note.message}")
         for found in self.trainers:
             lines.append(f"{self.filename}: {found}; the file is unchanged")
-        if not self.loops and not self.notes and not self.trainers:
+        for line, name, into in self.callbacks:
+            lines.append(
+                f"{self.filename}:{line}: {name}, handed to {into}(): flor notes which blocks run it"
+            )
+        if not self.loops and not self.notes and not self.trainers and not self.callbacks:
             lines.append(f"{self.filename}: no training loop found; the file is unchanged")
         return "\n".join(lines) + "\n"
 
@@ -99,7 +104,7 @@ class ProjectInstrumented:
         """Each file's decisions; "no training loop found" only when no file has one."""
         if self.entry.error or not self.others:
             return self.entry.report()
-        return "".join(r.report() for r in self.all if r.loops or r.notes)
+        return "".join(r.report() for r in self.all if r.loops or r.notes or r.callbacks)
 
     def diff(self) -> str:
         return "".join(r.diff() for r in self.all)

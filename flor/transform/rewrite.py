@@ -67,17 +67,18 @@ class FlorRewriter(cst.CSTTransformer):
         )
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        if not self.add_import:
-            return updated
-        body = list(updated.body)
-        at = 0
-        if body and _is_docstring(body[0]):
-            at = 1
-        while at < len(body) and _is_future_import(body[at]):
-            at += 1
-        return updated.with_changes(
-            body=[*body[:at], cst.parse_statement("import flor\n"), *body[at:]]
-        )
+        return add_flor_import(updated) if self.add_import else updated
+
+
+def add_flor_import(module: cst.Module) -> cst.Module:
+    """``module`` with ``import flor`` after its docstring and ``__future__`` imports."""
+    body = list(module.body)
+    at = 0
+    if body and _is_docstring(body[0]):
+        at = 1
+    while at < len(body) and _is_future_import(body[at]):
+        at += 1
+    return module.with_changes(body=[*body[:at], cst.parse_statement("import flor\n"), *body[at:]])
 
 
 def _call(dotted: str, arg: cst.BaseExpression) -> cst.Call:

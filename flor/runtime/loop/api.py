@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -77,6 +78,28 @@ class SkipBlock:
         if len(out) == 1:
             return out[0]
         return out if out else None
+
+
+def callback(name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """What ``flor run`` puts on a function the script hands to its own code (a trainer's
+    ``set_callback("on_batch_end", fn)``): a recording notes which blocks run it, so that
+    replay knows an edit to it leaves the other blocks' training alone."""
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        session = context.session
+        if session is not None:
+            session.callbacks.add(name)
+
+        @functools.wraps(fn)
+        def noted(*args: Any, **kwargs: Any) -> T:
+            session = context.session
+            if session is not None:
+                session.note_call(name)
+            return fn(*args, **kwargs)
+
+        return noted
+
+    return decorate
 
 
 def globals_of(module: str) -> dict[str, Any]:

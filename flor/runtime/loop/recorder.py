@@ -263,12 +263,14 @@ class Recorder(Session):
         stdout = self.stdout.take_iterations(g)
         logs, self.logs = self.logs, []
         scalars = self.scalars.take()
+        called = self.take_called()
         self._journaled = g
 
         def commit() -> None:
             entries = {label: f.result().entry for label, f in blocks.items()}
             start = time.thread_time()
-            commit = Commit(g, entries, stdout, timings, block_timings, scalars.changes())
+            changes = scalars.changes()
+            commit = Commit(g, entries, stdout, timings, block_timings, changes, called)
             self.journal.commit(commit, logs)
             if blocks:
                 # Journaling the iterations since the last entry is the journal's cost, not
@@ -331,6 +333,7 @@ class Recorder(Session):
             timings,
             block_timings,
             self.scalars.take().changes(),
+            self.take_called(),
         )
         logs, self.logs = self.logs, []
         self._journaled = self.next_iteration - 1
@@ -510,6 +513,7 @@ class Recorder(Session):
             exit_status=exit_status,
             ended=time.time(),
             warnings=tuple(self.writer.warnings),
+            callbacks=tuple(sorted(self.callbacks)),
         )
         if self.loops == 0 and not exit_status:
             self.reporter.warn(

@@ -48,6 +48,8 @@ class Session:
         self.logs: list[dict[str, Any]] = []
         self._occurrences: dict[str, int] = {}
         self._open_block: tuple[str, int] | None = None
+        self.callbacks: set[str] = set()  # the functions flor.callback notes (api.callback)
+        self._called: dict[str, set[str]] = {}  # block name -> those it ran, since last taken
         self.upload_failed = False  # set by close when a remote store did not get everything
         self.diverged = ""  # set by a replay's close: where a re-executed block left the record
 
@@ -82,6 +84,16 @@ class Session:
         if step is not None:
             entry["step"] = step
         self.logs.append(entry)
+
+    def note_call(self, name: str) -> None:
+        """Callback ``name`` runs: in the open block, if one is."""
+        if self._open_block is not None:
+            self._called.setdefault(self._open_block[0], set()).add(name)
+
+    def take_called(self) -> dict[str, tuple[str, ...]]:
+        """Block name -> the callbacks it ran since the last call."""
+        called, self._called = self._called, {}
+        return {block: tuple(sorted(names)) for block, names in called.items()}
 
     # -- bookkeeping -------------------------------------------------------------
     def begin_iteration(self, iteration: int) -> None:
