@@ -164,7 +164,9 @@ def test_instrument_prints_a_diff_per_file_and_writes_the_tree(flor_env: Flor) -
     edit(f, "package_trainer", "none")
     shown = f.cli("instrument", "train.py")
     assert "+++ mypkg/trainer.py (instrumented)" in shown.stdout
-    assert "train.py (instrumented)" not in shown.stdout  # the entry script is unchanged
+    entry = shown.stdout.split("+++ train.py (instrumented)")[1].split("--- mypkg/")[0]
+    added = [line for line in entry.splitlines() if line.startswith("+")]
+    assert added == ["+import flor", '+@flor.callback("batch_end_callback")']  # its callback noted
     assert "mypkg/trainer.py:32: main loop" in shown.stderr
     refused = f.cli("instrument", "--write", "train.py", check=False)
     assert refused.returncode == 2 and "--all" in refused.stderr

@@ -105,10 +105,8 @@ def _epoch(run_epoch: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(run_epoch)
     def epoch(self: Any, **kwargs: Any) -> None:
-        g = getattr(self, "_flor_epoch", None)
-        if g is None:  # outside flor's loop (none began it), or past the last recorded epoch
-            if not getattr(self.control, "should_training_stop", False):
-                run_epoch(self, **kwargs)
+        g = self._flor_epoch
+        if g is None:  # past the last epoch a replay shows: ``_begin`` stopped the training
             return
         kwargs["epoch"] = kwargs["epochs_trained"] + g  # a replay may begin at any epoch
         train = functools.partial(_train, run_epoch, self, kwargs)

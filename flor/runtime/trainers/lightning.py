@@ -103,33 +103,35 @@ def _epoch_run(self: Any, data_fetcher: Any) -> None:
         self.on_advance_end(data_fetcher)  # the validation, then its batch's bookkeeping
     finally:
         self.on_iteration_done()
-    while (
-        not self.done
-    ):  # Lightning's own loop, for whatever the epoch has left (nothing, as a rule)
-        try:
-            self.advance(data_fetcher)
-            self.on_advance_end(data_fetcher)
-        except StopIteration:
-            break
-        finally:
-            self.on_iteration_done()
+    _batches(self, data_fetcher, until_validation=False)  # what is left: nothing, as a rule
 
 
 def _train(loop: Any, data_fetcher: Any) -> bool:
     """The epoch loop's own ``run``, stopped before the validation that ends the epoch: True
-    if that validation is due (``on_advance_end`` runs it)."""
+    if that validation is due."""
     loop.reset()
     loop.on_run_start(data_fetcher)
+    return _batches(loop, data_fetcher, until_validation=True)
+
+
+def _batches(loop: Any, data_fetcher: Any, until_validation: bool) -> bool:
+    """Lightning's batch loop (``advance``, then ``on_advance_end``) while the epoch lasts;
+    ``until_validation``: stopped before the validation that ends the epoch, leaving that
+    batch's ``on_advance_end`` (which runs it) to the caller. Whether it stopped there."""
     while not loop.done:
+        due = False
         try:
             loop.advance(data_fetcher)
-            if _validation_ends_epoch(loop, data_fetcher):
-                return True
-            loop.on_advance_end(data_fetcher)
+            due = until_validation and _validation_ends_epoch(loop, data_fetcher)
+            if not due:
+                loop.on_advance_end(data_fetcher)
         except StopIteration:
             break
         finally:
-            loop.on_iteration_done()
+            if not due:
+                loop.on_iteration_done()
+        if due:
+            return True
     return False
 
 
