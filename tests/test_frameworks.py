@@ -128,6 +128,8 @@ def test_hugging_face_s_evaluation_after_the_training_restores_every_epoch(
     assert replayed.stdout == truth  # the last line: the training loss the Trainer summed
     assert (full_backwards, replay_backwards) == (30, 0)  # 15 steps of 2 accumulated batches
     assert f.cli("replay", "--name", "exp", "--workers", "2").stdout == truth
+    thirds = [f.cli("replay", "--name", "exp", "--segment", f"{i}/3").stdout for i in (1, 2, 3)]
+    assert "".join(thirds) == truth
 
 
 def test_hugging_face_s_logging_inside_the_epoch_re_executes(flor_env: Flor) -> None:
