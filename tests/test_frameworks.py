@@ -20,6 +20,7 @@ from conftest import SCRIPTS, Flor, hindsight
 
 from flor.frameworks import LIGHTNING, TRANSFORMERS, Framework
 from flor.runtime.process.reporter import Reporter
+from flor.runtime.trainers import versions
 from flor.transform import compare, fingerprints
 
 pytestmark = pytest.mark.slow
@@ -223,7 +224,7 @@ def test_a_version_flor_does_not_know_is_named_and_left_alone(
     monkeypatch: pytest.MonkeyPatch, adapter: str, module: str, cls: str, method: str, said: str
 ) -> None:
     patches = importlib.import_module(f"flor.runtime.trainers.{adapter}")
-    monkeypatch.setattr(patches.importlib.metadata, "version", lambda name: "2.99.1")
+    monkeypatch.setattr(versions.importlib.metadata, "version", lambda name: "2.99.1")
     out = io.StringIO()
     patched = type(cls, (), {method: "the library's"})
     imported = type(sys)(module)

@@ -18,7 +18,6 @@ every ``eval_steps`` happen inside the epoch, so edits there re-run training.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import sys
 from collections.abc import Callable, Generator, Iterator
 from types import ModuleType
@@ -27,6 +26,7 @@ from typing import Any, cast
 from flor.frameworks import TRANSFORMERS
 from flor.runtime.loop.api import it
 from flor.runtime.process.reporter import Reporter
+from flor.runtime.trainers import versions
 from flor.runtime.trainers.block import run_block
 
 KNOWN = ((5, 25),)  # the versions whose Trainer calls these hooks where this expects
@@ -38,21 +38,8 @@ def patches(reporter: Reporter) -> dict[str, Callable[[ModuleType], None]]:
     return {"transformers.trainer": functools.partial(_patch, reporter)}
 
 
-def _known(reporter: Reporter) -> bool:
-    version = importlib.metadata.version("transformers")
-    if tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) in KNOWN:
-        return True
-    known = ", ".join(f"{a}.{b}" for a, b in KNOWN)
-    reporter.warn_once(
-        "transformers-version",
-        f"transformers {version} is not a version flor knows ({known}): Trainer.train runs "
-        "without checkpoints, and replays whole",
-    )
-    return False
-
-
 def _patch(reporter: Reporter, module: ModuleType) -> None:
-    if not _known(reporter):
+    if not versions.known("transformers", KNOWN, "transformers", "Trainer.train", reporter):
         return
     trainer = module.Trainer
     trainer._inner_training_loop = _drives(trainer._inner_training_loop)

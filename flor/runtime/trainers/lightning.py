@@ -16,7 +16,6 @@ the epoch (``val_check_interval``) runs inside the block, so an edit there re-ru
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -26,6 +25,7 @@ from flor.frameworks import LIGHTNING
 from flor.runtime.loop.api import it
 from flor.runtime.process.reporter import Reporter
 from flor.runtime.state.capture import Unrestorable
+from flor.runtime.trainers import versions
 from flor.runtime.trainers.block import run_block
 
 KNOWN = ((2, 6),)  # the versions whose loop bodies these copy: another replays whole
@@ -40,28 +40,14 @@ def patches(reporter: Reporter) -> dict[str, Callable[[ModuleType], None]]:
     """Module name -> what to do to it once imported, for both of Lightning's packages."""
     out: dict[str, Callable[[ModuleType], None]] = {}
     for _, base, distribution in _PACKAGES:
-        check = functools.partial(_known, distribution, reporter)
+        check = functools.partial(
+            versions.known, distribution, KNOWN, "Lightning", "Trainer.fit", reporter
+        )
         out[f"{base}.loops.fit_loop"] = functools.partial(_patch, check, "_FitLoop", _fit_run)
         out[f"{base}.loops.training_epoch_loop"] = functools.partial(
             _patch, check, "_TrainingEpochLoop", _epoch_run
         )
     return out
-
-
-def _known(distribution: str, reporter: Reporter) -> bool:
-    try:
-        version = importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        version = "(unknown)"
-    if tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) in KNOWN:
-        return True
-    known = ", ".join(f"{a}.{b}" for a, b in KNOWN)
-    reporter.warn_once(
-        "lightning-version",
-        f"Lightning {version} is not a version flor knows ({known}): Trainer.fit runs "
-        "without checkpoints, and replays whole",
-    )
-    return False
 
 
 def _patch(
