@@ -257,3 +257,26 @@ def test_dataframe_and_plot(flor_env: Flor, tmp_path: Path) -> None:
     out = f.cli("logs", "exp", "--plot", "loss", "-o", str(png))
     assert out.stdout.strip() == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f.cli("logs", "exp", "--plot", "nothing", check=False).returncode == 2
+
+
+def test_plan_and_replay_say_alike_which_blocks_run_and_why(flor_env: Flor) -> None:
+    """One rule (``flor.replay.decide``) decides for the replay and for ``--plan``: the
+    iterations the plan says execute are the ones the replay re-executed, for the same reason,
+    which the summary line counts and the replay's record keeps per iteration."""
+    f = flor_env
+    script = f.work / "last_batch.py"
+    script.write_text(hindsight((SCRIPTS / "fidelity" / "last_batch.py").read_text(), "none"))
+    f.cli("run", "--name", "exp", script.name, FLOR_EPSILON="1e-9")  # one checkpoint: the first
+    script.write_text(hindsight((SCRIPTS / "fidelity" / "last_batch.py").read_text(), "outside"))
+    plan = f.cli("replay", "--name", "exp", "--plan").stdout
+    planned = {
+        int(line.split()[1]): line.split("execute (")[1].rstrip(")")
+        for line in plan.splitlines()
+        if "block execute" in line
+    }
+    assert planned == dict.fromkeys(range(1, 6), "without a checkpoint")
+    replayed = f.cli("replay", "--name", "exp")
+    assert replayed.stdout == f.truth(script)
+    assert "1 restored" in replayed.stderr and "5 re-executed" in replayed.stderr
+    assert "(5 without a checkpoint)" in replayed.stderr
+    assert f.replays("exp")[-1]["reexecuted"] == {str(g): why for g, why in planned.items()}

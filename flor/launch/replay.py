@@ -411,6 +411,8 @@ class _Estimate:
 
 def _segment_estimate(prepared: Prepared, index: int, n: int) -> _Estimate:
     """Segment ``index`` of ``n``: a line per iteration it runs, and its estimated seconds."""
+    from flor.replay.costs import RestoreCost
+    from flor.replay.decide import block_action
     from flor.replay.session import plan_replay
 
     run, options = prepared.run, prepared.options
@@ -426,17 +428,24 @@ def _segment_estimate(prepared: Prepared, index: int, n: int) -> _Estimate:
         f"segment {index}/{n}: iterations {ranges(sorted(decided.live))}; probed blocks: {probed}"
     ]
     seconds, echoed, restored, ran = 0.0, 0, 0, 0
+    cost = RestoreCost(run.meta, options.restore_always or run.meta.world_size > 1)
     for g, action in enumerate(decided.plan.actions):
         if action in (DEAD, ECHO):
             echoed += action == ECHO
             continue
-        skipped = g in decided.plan.entries or (g in run.commits and not decided.probed)
-        restored, ran = restored + skipped, ran + 1
-        it_time = run.timings.get(g, 0.0)
-        seconds += it_time - run.block_timings.get(g, 0.0) if skipped else it_time
-        lines.append(
-            f"  iteration {g:>5}  {action:<7}  block {'restore' if skipped else 'execute'}"
+        block = block_action(
+            g in decided.plan.entries,
+            bool(run.commits.get(g) and run.commits[g].blocks),
+            g in decided.usable,
+            bool(decided.probed),
+            g in decided.verify,
+            cost.pays(run.block_timings.get(g)),
         )
+        restored, ran = restored + block.restore, ran + 1
+        it_time = run.timings.get(g, 0.0)
+        seconds += it_time - run.block_timings.get(g, 0.0) if block.restore else it_time
+        how = "restore" if block.restore else f"execute ({block.why})"
+        lines.append(f"  iteration {g:>5}  {action:<7}  block {how}")
     if echoed:
         lines.append(f"  {echoed} more not run: their recorded output is printed")
     return _Estimate(lines, seconds, restored, ran - restored)

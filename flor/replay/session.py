@@ -15,6 +15,7 @@ from flor import runs
 from flor.errors import CorruptCheckpoint, FlorError
 from flor.replay import standin
 from flor.replay.costs import RestoreCost
+from flor.replay.decide import CHEAPER, CORRUPT, BlockAction, block_action
 from flor.replay.loader import CheckpointLoader
 from flor.replay.plan import (
     DEAD,
@@ -358,7 +359,7 @@ class Replayer(Session):
                 self.stdout.bucket = g
                 self.tally.begin(quiet)
                 yield value
-                self.tally.end()
+                self.tally.end(g)
                 self.end_iteration()
             if first + count - 1 >= self.plan.last_live and not self.plan.natural_end:
                 self._stop()
@@ -425,24 +426,33 @@ class Replayer(Session):
                     raise forged
                 self.warn_once(f"corrupt:{own}", f"{forged}; re-executing block {name!r}")
                 recorded = None
-        entry = recorded if g in self.usable else None
-        if entry is None and must_restore:
+        usable = recorded is not None and g in self.usable
+        if must_restore and not usable:
             raise FlorError(
                 "missing-checkpoint",
                 f"iteration {g} has no checkpoint of block {name!r} to start from; replay the whole run",
             )
-        forced = probed or name in self.probed or g in self.verify_at
-        if entry is not None and not (must_restore or forced or self._restore_pays(g)):
-            self.tally.block(name, executed=True)  # its state is current: running is cheaper
+        action = block_action(
+            must_restore,
+            recorded is not None,
+            usable,
+            probed or name in self.probed,
+            g in self.verify_at,
+            self._restore_pays(g),
+        )
+        if action.why == CHEAPER:  # its state is current: it runs, and is not checked
+            self.tally.block(name, CHEAPER)
             return True
-        if entry is None or (not must_restore and forced) or not self._load(g, name, entry):
+        if action.restore and recorded is not None and not self._load(g, name, recorded):
+            action = BlockAction(False, CORRUPT)
+        if not action.restore:
             if self.world.standin:
                 self._refuse_execution(g, f"block {name!r} cannot be restored")
-            self.tally.block(name, executed=True)
+            self.tally.block(name, action.why)
             if recorded is not None and recorded.key not in self.refused:
                 self._checking = recorded  # the state it ends in must be the recorded one
             return True
-        self.tally.block(name, executed=False)
+        self.tally.block(name, "")
         # An unchanged block run from the recorded state prints what it printed then.
         self.stdout.write(self.run.commits[g].stdout.get(f"{g}:{name}/{occurrence}", ""))
         end = self.ends.get(name)
@@ -557,8 +567,8 @@ class Replayer(Session):
         """Where the replay was, for an exception the user's code raised."""
         if self.iteration is None or self.tally.last_block is None:
             return None if self.iteration is None else f"replaying iteration {self.iteration}"
-        name, executed = self.tally.last_block
-        how = "re-executed" if executed else "restored from its checkpoint"
+        name, why = self.tally.last_block
+        how = "re-executed" if why else "restored from its checkpoint"
         return f"replaying iteration {self.iteration}, after block {name!r} was {how}"
 
     # -- the end -------------------------------------------------------------------
@@ -578,6 +588,7 @@ class Replayer(Session):
             logs=tuple(self.logs),
             finished=time.time(),
             diverged=self.tally.diverged(),
+            reexecuted=self.tally.why,
         )
         key = layout.segment_key(self.run.prefix, self.replay_id, index, count)
         layout.put_json(self.store, key, result.to_json(), compact=True)  # an output per iteration

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 
 class ReplayTally:
@@ -12,11 +13,15 @@ class ReplayTally:
     def __init__(self) -> None:
         self.counts = {"restored": 0, "re-executed": 0, "quiet": 0}
         self.seconds = dict.fromkeys(self.counts, 0.0)
-        self.last_block: tuple[str, bool] | None = None  # (name, executed) in this iteration
+        # (name, why it ran: decide's reason; "" restored) of this iteration's last block
+        self.last_block: tuple[str, str] | None = None
         self.checked: list[tuple[int | None, str, str | None]] = []  # (iteration, block, differs)
         self.echoed = 0  # iterations not run: their recorded output printed (sparse replay)
+        self.why: dict[
+            int, str
+        ] = {}  # a shown iteration that re-executed -> why (its first block's)
         self._quiet = False
-        self._executed = False
+        self._why = ""
         self._start = 0.0
 
     @property
@@ -24,17 +29,20 @@ class ReplayTally:
         return sum(self.counts.values())
 
     def begin(self, quiet: bool) -> None:
-        self._quiet, self._executed, self.last_block = quiet, False, None
+        self._quiet, self._why, self.last_block = quiet, "", None
         self._start = time.perf_counter()
 
-    def block(self, name: str, executed: bool) -> None:
-        self._executed = self._executed or executed
-        self.last_block = (name, executed)
+    def block(self, name: str, why: str) -> None:
+        """Block ``name`` ran, for reason ``why`` (``decide``), or was restored (``""``)."""
+        self._why = self._why or why
+        self.last_block = (name, why)
 
-    def end(self) -> None:
-        kind = "quiet" if self._quiet else "re-executed" if self._executed else "restored"
+    def end(self, g: int) -> None:
+        kind = "quiet" if self._quiet else "re-executed" if self._why else "restored"
         self.counts[kind] += 1
         self.seconds[kind] += time.perf_counter() - self._start
+        if kind == "re-executed":
+            self.why[g] = self._why
 
     def summary(self) -> str:
         shown = self.counts["restored"] + self.counts["re-executed"]
@@ -44,6 +52,9 @@ class ReplayTally:
             if self.counts[k]
         ]
         line = f"replayed {shown} iterations: {', '.join(parts) or 'none'}"
+        if self.why:
+            reasons = Counter(self.why.values()).most_common()
+            line += f" ({', '.join(f'{n} {why}' for why, n in reasons)})"
         if self.echoed:
             line += f"; {self.echoed} not run, their recorded output printed"
         if self.counts["quiet"]:

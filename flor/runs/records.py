@@ -259,7 +259,12 @@ class SegmentResult(_Record):
     logs: tuple[Mapping[str, Any], ...] = ()
     finished: float = 0.0
     diverged: str = ""  # where a re-executed block first ended away from its checkpoint
+    # a shown iteration whose blocks did not all restore -> why (flor.replay.decide's reason)
+    reexecuted: Mapping[int, str] = field(default_factory=dict)
+    _newer = frozenset({"reexecuted"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
+        if name == "reexecuted":
+            return {int(g): why for g, why in value.items()}
         return tuple(value) if name in ("segment", "iterations", "probed", "logs") else value
