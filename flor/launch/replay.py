@@ -413,7 +413,7 @@ def _segment_estimate(prepared: Prepared, index: int, n: int) -> _Estimate:
     """Segment ``index`` of ``n``: a line per iteration it runs, and its estimated seconds."""
     from flor.replay.costs import RestoreCost
     from flor.replay.decide import block_action
-    from flor.replay.session import plan_replay
+    from flor.replay.plan import plan_replay
 
     run, options = prepared.run, prepared.options
     decided = plan_replay(

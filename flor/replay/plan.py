@@ -13,32 +13,40 @@ A stretch of quiet/live iterations that follows dead ones starts at an
 *entry*: a committed iteration whose blocks are skipped and restored. That
 rebuilds the state a full run had at the end of the entry iteration, and the
 entry's outer body (a scheduler step, an evaluation that updates a tracker)
-runs quietly on top of it (ARCHITECTURE.md, semantic 3). Where no checkpoint
+runs quietly on top of it. Where no checkpoint
 precedes a live stretch, replay starts quietly from iteration 0: slower, never
 wrong. Inside a stretch, a block is skipped where its iteration is committed
-and its code is unchanged, and executed otherwise (semantic 4).
+and its code is unchanged, and executed otherwise (``replay.decide``).
 
 Only *usable* checkpoints count as committed: those holding every value the
 edited script's ``SkipBlock.end`` calls take (an edit may read a value, such as
 a large last batch, that a checkpoint left out). The others are planned around,
 as if absent, so replay re-executes there instead of failing.
 
-This lives in ``runtime`` rather than ``replay`` because a hand-annotated
-script replaying itself (``--replay_flor``) plans in its own process.
+``plan_replay`` decides a segment's plan before anything runs (the edit's changed blocks,
+usable checkpoints, segment bounds, sparse or dense iterations, iterations to verify);
+``replan`` plans its iterations again once the loop's conditions can be read.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from flor import runs
 from flor.errors import FlorError
+from flor.replay.triggers import Needed, needed_iterations
+from flor.runtime.journal.conditions import Lookup, no_lookup
+from flor.runtime.process.options import Options
+from flor.sources import project_sources
+from flor.transform import BlockChanges, EndCall, Seen, compare
+from flor.transform.hindsight import Hindsight, analyze_project
 
 if TYPE_CHECKING:
     from flor.runs import RecordedRun
     from flor.runs.records import CheckpointEntry, Commit
-    from flor.transform import EndCall
 
 DEAD, QUIET, LIVE, ECHO, REBUILD = "dead", "quiet", "live", "echo", "rebuild"
 
@@ -199,3 +207,131 @@ def usable_checkpoints(
                 out[g] = f"block {name!r} lacks {why}"
                 break
     return out
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a replay of one segment will do, decided before anything runs."""
+
+    plan: Plan
+    live: frozenset[int]
+    probed: frozenset[str]
+    usable: frozenset[int]  # committed iterations whose checkpoints hold what the edit reads
+    ends: dict[str, EndCall]  # the edited script's SkipBlock.end calls, by block
+    lacking: dict[int, str]  # committed but not usable: what the checkpoint lacks
+    verify: frozenset[int] = frozenset()  # iterations whose blocks re-execute only to check
+    hindsight: Hindsight | None = None  # where the edit runs (None: several loops)
+    needed: Needed | None = None  # a sparse replay: the iterations it runs
+
+
+def plan_replay(
+    run: runs.RecordedRun,
+    source: str,
+    script: str,
+    options: Options,
+    in_step: bool = False,
+    lookup: Lookup | None = no_lookup,
+) -> ReplayPlan:
+    """Plan a replay of ``run`` with the edited ``source``; one-line errors for what cannot be.
+
+    A sparse plan's conditions may read names the loop never assigns, known once the loop
+    starts: ``replan`` then plans its iterations again with them (``lookup=None``: only
+    then; until it does, every iteration is planned to run). ``in_step``: the ranks
+    of a job replay together, so they must run the same iterations: only checkpoints
+    usable on every rank count, and ``replan`` runs what any rank needs."""
+    recorded_files = project_sources(run.project, script, run.source)
+    edited_files = project_sources(options.project, script, source)
+    changes = compare(run.source, source, script, recorded_files, edited_files, seen(run))
+    _check_blocks(changes, script)
+    total = run.iterations
+    index, count = options.segment
+    if len(run.loops) > 1 and (count > 1 or options.iterations):
+        raise FlorError(
+            "several-loops",
+            f"run {run.name}/{run.run_id} has {len(run.loops)} flor.it loops; "
+            "segments and chosen iterations need a single main loop (replay it whole)",
+        )
+    check_segments(run, count)
+    checked = usable_checkpoints(run.commits, changes.ends, changes.recorded_ends)
+    usable = {g for g, why in checked.items() if why is None}
+    for other in run.others if in_step else ():
+        theirs = usable_checkpoints(other.commits, changes.ends, changes.recorded_ends)
+        usable &= {g for g, why in theirs.items() if why is None}
+    start, stop = segment_bounds(total, count, usable)[index - 1]
+    live = set(range(start, stop))
+    if options.iterations:
+        live &= parse_iterations(options.iterations, total)
+    hindsight = None
+    if len(run.loops) <= 1:
+        hindsight = analyze_project(recorded_files, edited_files, script)
+    plan, needed, verify = _iterations(run, live, usable, hindsight, options.verify, lookup)
+    return ReplayPlan(
+        plan,
+        frozenset(live),
+        changes.changed,
+        frozenset(usable),
+        changes.ends,
+        {g: why for g, why in checked.items() if why is not None},
+        verify,
+        hindsight,
+        needed,
+    )
+
+
+def seen(run: runs.RecordedRun) -> Seen | None:
+    """Which callbacks the recording noted, and which of them each block ran."""
+    ran = run.called
+    return None if ran is None else Seen(frozenset(run.meta.callbacks), ran)
+
+
+def _check_blocks(changes: BlockChanges, script: str) -> None:
+    """The edited script's blocks must be the recorded ones: a one-line error if not."""
+    if changes.missing or changes.added:
+        parts = []
+        if changes.missing:
+            parts.append("missing now: " + ", ".join(sorted(changes.missing)))
+        if changes.added:
+            parts.append("not in the record: " + ", ".join(sorted(changes.added)))
+        raise FlorError(
+            "blocks-changed",
+            f"{script}: SkipBlocks no longer match the record ({'; '.join(parts)}); "
+            "replaying would restore state into the wrong code",
+        )
+
+
+def replan(
+    run: runs.RecordedRun,
+    decided: ReplayPlan,
+    verify: int,
+    lookup: Lookup,
+    agree: Callable[[set[int]], set[int]] | None = None,
+) -> ReplayPlan:
+    """``decided`` with its iterations planned again, now that ``lookup`` knows more;
+    ``agree``: the iterations any rank of the job needs, given this rank's."""
+    plan, needed, checks = _iterations(
+        run, set(decided.live), set(decided.usable), decided.hindsight, verify, lookup, agree
+    )
+    return replace(decided, plan=plan, needed=needed, verify=checks)
+
+
+def _iterations(
+    run: runs.RecordedRun,
+    live: set[int],
+    usable: set[int],
+    hindsight: Hindsight | None,
+    verify: int,
+    lookup: Lookup | None,
+    agree: Callable[[set[int]], set[int]] | None = None,
+) -> tuple[Plan, Needed | None, frozenset[int]]:
+    """What each iteration does (sparse where the edit allows, and ``lookup`` is given),
+    and those re-run to check."""
+    needed = None
+    if hindsight is not None and hindsight.sparse and lookup is not None:
+        needed = needed_iterations(run, hindsight, lookup, live)
+        if agree is not None:  # a rank's conditions (`rank == 0`) may differ from another's
+            needed = replace(needed, iterations=agree(needed.iterations))
+        plan = sparse_plan(run.iterations, usable, needed.iterations, live, run.complete)
+    else:
+        plan = make_plan(run.iterations, usable, live, run.complete)
+    runs_here = {g for g in live if plan.action(g) == LIVE}
+    return plan, needed, sample_checks(sorted(usable & runs_here - plan.entries), verify)

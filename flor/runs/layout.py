@@ -16,7 +16,7 @@
                                          processes (rank 0's is the run's own: the above)
     .blobs/AB/ABCDEF...                  tensor bytes under their SHA-256, shared by all runs
 
-A checkpoint exists for replay only once its journal entry does (semantic 8).
+A checkpoint exists for replay only once its journal entry does.
 Run ids sort by creation time, so the latest run is the largest id.
 """
 

@@ -2,7 +2,7 @@
 
 Keys are ``/``-separated paths relative to the store's root. Writers put data
 first and the small journal object that points at it last, so a reader that
-lists keys never sees a half-written checkpoint (ARCHITECTURE.md, semantic 8).
+lists keys never sees a half-written checkpoint.
 """
 
 from __future__ import annotations

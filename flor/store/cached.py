@@ -5,7 +5,7 @@ training never waits on the network; ``flush`` (at the end of a run) waits for
 the uploads, with progress on stderr. Uploads keep the order of the puts at
 every commit: checkpoint data may upload in parallel, but a journal entry or
 ``run.json`` uploads only after everything put before it, so S3 never holds a
-commit whose data is missing (semantic 8). While the server is down, uploads
+commit whose data is missing. While the server is down, uploads
 retry; nothing in the cache is ever deleted by a failure.
 
 Reads of immutable keys (content-addressed blobs, checkpoint manifests, the

@@ -1,4 +1,4 @@
-"""Source analysis and rewriting. Pure: no torch, no I/O (ARCHITECTURE.md).
+"""Source analysis and rewriting. Pure: no torch, no I/O (docs/architecture.md).
 
 - ``instrument``/``instrument_project``: rewrite an unmodified training script, and the
   project files its main loop lives in, for flor (libcst, imported on use);

@@ -1,6 +1,6 @@
 """What a block changes that outlives it: the state its ``SkipBlock.end`` must carry.
 
-PATTERNS.md's rule: (a) every object the block (or a same-file function it
+The rule: (a) every object the block (or a same-file function it
 calls) mutates through a method call, an attribute or subscript store, or by
 passing it to a call, when the object outlives the block; plus (b) every name
 the block rebinds that is live after it (read later in the iteration, after the
@@ -37,7 +37,7 @@ def infer_state(p: Program, loop: Loop, block: Nodes) -> list[StateItem]:
 
     The latter (a ``best_acc`` updated by evaluation, a history list) is saved at
     the block's end too, so that a segment starting after it restores the value a
-    full run had; the outer body then updates it as in a full run (semantic 3).
+    full run had; the outer body then updates it as in a full run (``replay.plan``: entries).
     """
     scope = p.statement_scope(block[0])
     assert isinstance(loop.body, cst.IndentedBlock)
@@ -571,7 +571,7 @@ def _bound_before(p: Program, scope: Scope, loop: Loop, name: str) -> bool:
 
 
 def _refuse_iterators(p: Program, scope: Scope, names: list[str]) -> None:
-    """Generators cannot be checkpointed (PATTERNS.md 17). ``iter(...)`` is left to the
+    """Generators cannot be checkpointed (their frame is not state flor can save). ``iter(...)`` is left to the
     runtime: a DataLoader's or a list's iterator can be, and one that cannot (``iter`` of a
     generator) makes the recording say which value, and replay re-execute the block."""
     generators = {name for name, fns in p.functions.items() if any(_yields(p, f) for f in fns)}

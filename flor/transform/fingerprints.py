@@ -1,4 +1,4 @@
-"""Block fingerprints: which SkipBlocks an edit touched (ARCHITECTURE.md, semantic 5).
+"""Block fingerprints: which SkipBlocks an edit touched (docs/how-it-works.md, Replaying).
 
 A block is the body of ``if <...>SkipBlock.step_into("name", ...):``. Its
 fingerprint covers the body's syntax tree (so formatting and comments do not

@@ -2,8 +2,8 @@
 
 The main loop is the outermost loop that does training work (a backward pass or
 an optimizer step, directly or through same-file calls), found by following
-calls from the module's top level and its ``__main__`` block (PATTERNS.md 1-3,
-7, 23). Its block is the top-level statements of the loop body that do the
+calls from the module's top level and its ``__main__`` block (a ``main()``, a
+``train()`` function, a method; ``tests/scripts/plain`` has each). Its block is the top-level statements of the loop body that do the
 work: an inline batch loop, the call that runs it, or, in step loops, the
 update region, extended backwards over statements whose results only the block
 reads (the forward pass feeding ``backward``).
@@ -107,7 +107,7 @@ def choose_block(
 
 def _rollout(p: Program, stmts: Nodes, start: int, stop: int, feeds: Feeds | None) -> int | None:
     """The first statement of a rollout loop before the block that fills what the block's
-    update consumes (PATTERNS 27): the block starts there, so that replay skips the
+    update consumes (REINFORCE, PPO): the block starts there, so that replay skips the
     rollout too, and a restore never lands between a graph's forward and its backward."""
     if feeds is None:
         return None

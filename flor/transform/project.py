@@ -1,6 +1,6 @@
 """The project an entry script belongs to: its own files, and the calls between them.
 
-PATTERNS.md 33: the main loop or its training step often lives in another file of
+The main loop or its training step often lives in another file of
 the project (``engine.train_one_epoch``, ``trainer.run()``, ``agent.update()``).
 ``Project`` holds the entry script and the project files it imports, transitively
 (what a run records), and links a call in one file to the functions it reaches in

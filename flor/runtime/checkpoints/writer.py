@@ -5,7 +5,8 @@ small, serialized), so it never waits on disk. What is in flight is bounded by
 ``max_bytes``: the recorder asks ``room_for`` before a checkpoint and skips one
 that would not fit, rather than stall training; ``submit`` waits only for a
 first checkpoint of unknown size. One thread, one FIFO queue: data jobs of an
-iteration run before the journal job that commits them (semantic 8). A job
+iteration run before the journal job that commits them (a commit comes after its
+data). A job
 that fails marks its iteration failed; the commit is then dropped with a
 warning, training continues, and replay re-executes that iteration. A store
 out of space (ENOSPC, a quota) is said once: ``full`` is then set, the

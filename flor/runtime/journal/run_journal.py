@@ -1,7 +1,8 @@
 """What a recording writes about its run, besides checkpoint data: the run's journal.
 
 Metadata and sources at the start, one commit entry per checkpointed iteration
-(written last, after its data: semantic 8), one entry per finished ``flor.it``
+(written last, after its data: a commit never points at data not yet written),
+one entry per finished ``flor.it``
 loop, the ``flor.log`` values with each, and the output printed outside loops
 at the end. Keys come from ``runs.layout``; the caller decides when (the
 background writer calls ``commit`` and ``end_loop``).

@@ -156,7 +156,7 @@ class Session:
 
 
 def numeric_environment() -> dict[str, Any]:
-    """What changes printed digits: torch threads, determinism, device (semantic 10)."""
+    """What changes printed digits: torch threads, determinism, device (a replay matches them)."""
     import torch
 
     env: dict[str, Any] = {
