@@ -6,7 +6,6 @@ Exit codes: 0 success, 2 a user mistake (one line on stderr: ``flor: error: ...`
 from __future__ import annotations
 
 import csv
-import datetime
 import functools
 import json
 import os
@@ -23,8 +22,8 @@ from flor import runs
 from flor.errors import DIVERGED, SKIPPED, FlorError
 from flor.launch import process_end
 from flor.launch.project_files import ProjectFiles, module_script
-from flor.runs import layout, query
-from flor.runs.query import ranges
+from flor.runs import layout, query, showing
+from flor.runs.showing import when
 from flor.runtime.process.options import (
     DEFAULT_EPSILON,
     DEFAULT_STORAGE,
@@ -96,12 +95,6 @@ def cli(ctx: click.Context, store: str | None) -> None:
     FLOR_STORE names (s3://BUCKET/PREFIX: S3 behind a local write-back cache).
     """
     ctx.obj = Edge(store)
-
-
-def _when(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @cli.command()
@@ -646,7 +639,7 @@ def ls_command(edge: Edge) -> None:
             s = query.summary(store, runs.load_run(store, name, run_id))
             status = s.get("status", "?") if s["complete"] else "incomplete"
             click.echo(
-                f"{name:<20} {run_id:<24} {_when(s.get('started')):<19} {s['iterations']:>5} "
+                f"{name:<20} {run_id:<24} {when(s.get('started')):<19} {s['iterations']:>5} "
                 f"{s['bytes'] / 1e6:>7.1f}MB  {status}"
             )
 
@@ -659,95 +652,8 @@ def ls_command(edge: Edge) -> None:
 def show(edge: Edge, name: str, run_id: str | None) -> None:
     """Show one run: metadata, iterations, checkpoints and overhead."""
     store = edge.store()
-    run = runs.load_run(store, name, run_id)
-    s = query.summary(store, run)
-    rows = [
-        ("run", f"{name}/{run.run_id}"),
-        ("script", f"{s.get('script')}" + (f" (-m {run.meta.module})" if run.meta.module else "")),
-        ("project", _project_line(run)),
-        ("ranks", _ranks_line(run)),
-        ("argv", " ".join(s.get("argv", []))),
-        ("started", _when(s.get("started"))),
-        ("ended", _when(s.get("ended"))),
-        ("status", s.get("status") if s["complete"] else "incomplete (killed?)"),
-        ("iterations", s["iterations"]),
-        ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
-        ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
-        ("per ckpt", _cost_line(s, run.meta.checkpoint_seconds)),
-        *_skipped_rows(run.meta.skipped_behind),
-        ("storage", _storage_line(s)),
-        ("size", _size_line(s)),
-        ("numerics", json.dumps(s.get("numerics", {}))),
-        ("replays", ", ".join(s["replays"]) or "-"),
-    ]
-    for key, value in rows:
+    for key, value in showing.rows(store, runs.load_run(store, name, run_id)):
         click.echo(f"{key:<12} {value}")
-
-
-def _project_line(run: runs.RecordedRun) -> str:
-    """The project files the run recorded beside its script, the rewritten ones marked."""
-    if not run.project:
-        return "-"
-    names = [f.path + (" (rewritten)" if f.rewritten else "") for f in run.project]
-    return f"{len(names)} more files: {', '.join(names)}"
-
-
-def _ranks_line(run: runs.RecordedRun) -> str:
-    """The processes of a distributed run, and what each committed."""
-    if not run.others:
-        return "-"
-    journals = sorted((run, *run.others), key=lambda j: j.rank)
-    partial = sorted({g for j in journals for g in j.partial})
-    line = f"{len(journals)} processes ({run.meta.launcher or 'torchrun'}), a journal each"
-    if partial:
-        line += f"; iterations {ranges(partial)} committed by some ranks only (not replayed)"
-    return line
-
-
-def _cost_line(s: dict[str, Any], spent: float) -> str:
-    """Where a checkpoint's cost goes (``spent``: all checkpoints' seconds): what decides how
-    many the budget buys."""
-    taken = s.get("checkpoints") or 0
-    if not taken:
-        return "-"
-    stalls = s.get("stall_seconds") or []
-    stall = sum(stalls) / len(stalls) if stalls else 0.0
-    writer = max(spent / taken - stall, 0.0)
-    kept = taken - (s.get("thinned") or 0)
-    size = s.get("checkpoint_bytes", 0) / kept if kept else 0.0
-    return (
-        f"{1000 * spent / taken:.1f} ms: {1000 * stall:.1f} ms on the training thread (copying, "
-        f"and serializing a small one), {1000 * writer:.1f} ms the writer's (what its hashing and "
-        f"writing cost training); {size / 1e6:.2f} MB"
-    )
-
-
-def _skipped_rows(behind: int) -> list[tuple[str, str]]:
-    """Checkpoints the budget allowed that the run did not take, and why."""
-    if not behind:
-        return []
-    why = "the writer still held as many bytes of earlier snapshots as it may (memory was short)"
-    return [("skipped", f"{behind} checkpoints: {why}")]
-
-
-def _storage_line(s: dict[str, Any]) -> str:
-    """What the storage budget kept of the checkpoints taken."""
-    budget = s.get("storage_budget") or "-"
-    taken, thinned = s.get("checkpoints") or 0, s.get("thinned") or 0
-    stored = s.get("stored_bytes", 0) / 1e6
-    kept = taken - thinned
-    per = f", {stored / kept:.2f} MB each" if kept else ""
-    return f"budget {budget}: kept {kept} of {taken} taken ({stored:.1f} MB stored{per})"
-
-
-def _size_line(s: dict[str, Any]) -> str:
-    line = f"{s['bytes'] / 1e6:.1f} MB"
-    if s["checkpoint_bytes"]:
-        line += (
-            f" (checkpoints hold {s['checkpoint_bytes'] / 1e6:.1f} MB; "
-            f"deduplication saved {s['saved_bytes'] / 1e6:.1f} MB)"
-        )
-    return line
 
 
 @cli.command()

@@ -1,6 +1,6 @@
 """The run catalogue, below the runtime: how runs are laid out in a store, and reading them.
 
-``layout`` spells every key; ``catalogue`` lists and loads runs; ``query``,
+``layout`` spells every key; ``catalogue`` lists and loads runs; ``query``, ``showing``,
 ``dataframe`` and ``plot`` are read-only views; ``retention`` (``flor gc``) and
 ``transfer`` (``flor push``/``pull``) act on whole runs.
 

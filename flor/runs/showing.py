@@ -1,0 +1,109 @@
+"""What ``flor show`` says about one run: its rows, label and value, as text."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from flor.runs.catalogue import RecordedRun
+from flor.runs.query import ranges, summary
+from flor.store import Store
+
+
+def rows(store: Store, run: RecordedRun) -> list[tuple[str, Any]]:
+    """``flor show``'s rows for ``run``: metadata, iterations, checkpoints, overhead, size."""
+    name = run.name
+    s = summary(store, run)
+    return [
+        ("run", f"{name}/{run.run_id}"),
+        ("script", f"{s.get('script')}" + (f" (-m {run.meta.module})" if run.meta.module else "")),
+        ("project", _project_line(run)),
+        ("ranks", _ranks_line(run)),
+        ("argv", " ".join(s.get("argv", []))),
+        ("started", when(s.get("started"))),
+        ("ended", when(s.get("ended"))),
+        ("status", s.get("status") if s["complete"] else "incomplete (killed?)"),
+        ("iterations", s["iterations"]),
+        ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
+        ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
+        ("per ckpt", _cost_line(s, run.meta.checkpoint_seconds)),
+        *_skipped_rows(run.meta.skipped_behind),
+        ("storage", _storage_line(s)),
+        ("size", _size_line(s)),
+        ("numerics", json.dumps(s.get("numerics", {}))),
+        ("replays", ", ".join(s["replays"]) or "-"),
+    ]
+
+
+def _project_line(run: RecordedRun) -> str:
+    """The project files the run recorded beside its script, the rewritten ones marked."""
+    if not run.project:
+        return "-"
+    names = [f.path + (" (rewritten)" if f.rewritten else "") for f in run.project]
+    return f"{len(names)} more files: {', '.join(names)}"
+
+
+def _ranks_line(run: RecordedRun) -> str:
+    """The processes of a distributed run, and what each committed."""
+    if not run.others:
+        return "-"
+    journals = sorted((run, *run.others), key=lambda j: j.rank)
+    partial = sorted({g for j in journals for g in j.partial})
+    line = f"{len(journals)} processes ({run.meta.launcher or 'torchrun'}), a journal each"
+    if partial:
+        line += f"; iterations {ranges(partial)} committed by some ranks only (not replayed)"
+    return line
+
+
+def _cost_line(s: dict[str, Any], spent: float) -> str:
+    """Where a checkpoint's cost goes (``spent``: all checkpoints' seconds): what decides how
+    many the budget buys."""
+    taken = s.get("checkpoints") or 0
+    if not taken:
+        return "-"
+    stalls = s.get("stall_seconds") or []
+    stall = sum(stalls) / len(stalls) if stalls else 0.0
+    writer = max(spent / taken - stall, 0.0)
+    kept = taken - (s.get("thinned") or 0)
+    size = s.get("checkpoint_bytes", 0) / kept if kept else 0.0
+    return (
+        f"{1000 * spent / taken:.1f} ms: {1000 * stall:.1f} ms on the training thread (copying, "
+        f"and serializing a small one), {1000 * writer:.1f} ms the writer's (what its hashing and "
+        f"writing cost training); {size / 1e6:.2f} MB"
+    )
+
+
+def _skipped_rows(behind: int) -> list[tuple[str, str]]:
+    """Checkpoints the budget allowed that the run did not take, and why."""
+    if not behind:
+        return []
+    why = "the writer still held as many bytes of earlier snapshots as it may (memory was short)"
+    return [("skipped", f"{behind} checkpoints: {why}")]
+
+
+def _storage_line(s: dict[str, Any]) -> str:
+    """What the storage budget kept of the checkpoints taken."""
+    budget = s.get("storage_budget") or "-"
+    taken, thinned = s.get("checkpoints") or 0, s.get("thinned") or 0
+    stored = s.get("stored_bytes", 0) / 1e6
+    kept = taken - thinned
+    per = f", {stored / kept:.2f} MB each" if kept else ""
+    return f"budget {budget}: kept {kept} of {taken} taken ({stored:.1f} MB stored{per})"
+
+
+def _size_line(s: dict[str, Any]) -> str:
+    line = f"{s['bytes'] / 1e6:.1f} MB"
+    if s["checkpoint_bytes"]:
+        line += (
+            f" (checkpoints hold {s['checkpoint_bytes'] / 1e6:.1f} MB; "
+            f"deduplication saved {s['saved_bytes'] / 1e6:.1f} MB)"
+        )
+    return line
+
+
+def when(ts: float | None) -> str:
+    """A time as ``flor ls`` and ``flor show`` print it; ``-`` for none."""
+    if not ts:
+        return "-"
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
