@@ -391,7 +391,10 @@ def _replay_across(
     store = edge.store()
     planned = across.plan_across(store, check_name(request["name"]), spec, request["script"])
     if show_edits or show_plan:
-        lines = across.shown_edits(planned) if show_edits else across.planned(planned, store)
+        if show_edits:
+            lines = across.shown_edits(planned)
+        else:
+            lines = across.planned(planned, store, request["restore"], request["verify"])
         click.echo("\n".join(lines))
         return 0
     for plan in planned.plans:

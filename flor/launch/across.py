@@ -184,8 +184,9 @@ def base_line(across: Across) -> str:
     )
 
 
-def planned(across: Across, store: Store) -> list[str]:
-    """``--plan``: per run, its version, whether the edit reaches it, and the estimate."""
+def planned(across: Across, store: Store, restore: str = "auto", verify: int = 0) -> list[str]:
+    """``--plan``: per run, its version, whether the edit reaches it, and the estimate, for
+    the replay's own ``restore`` and ``verify`` choices (each run's replay gets them)."""
     lines = [base_line(across)]
     with tempfile.TemporaryDirectory(prefix="flor-versions-") as folder:
         for plan in across.plans:
@@ -196,7 +197,14 @@ def planned(across: Across, store: Store) -> list[str]:
             script = _written(folder, plan)
             quiet = Reporter(io.StringIO())
             prepared = prepare(
-                ReplayRequest(plan.run.name, plan.run.run_id, script=script, args=_argv(plan)),
+                ReplayRequest(
+                    plan.run.name,
+                    plan.run.run_id,
+                    script=script,
+                    args=_argv(plan),
+                    restore=restore,
+                    verify=verify,
+                ),
                 store,
                 quiet,
                 os.environ,
