@@ -6,15 +6,13 @@ Exit codes: 0 success, 2 a user mistake (one line on stderr: ``flor: error: ...`
 from __future__ import annotations
 
 import csv
-import functools
 import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -48,8 +46,6 @@ SCRIPT_SETTINGS = MappingProxyType(
 )
 RUN_OPTION = click.option("--run", "run_id", help="Run id (default: the latest run of NAME).")
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 
 @dataclass
 class Edge:
@@ -69,19 +65,22 @@ class Edge:
         return runs.open_store(url or self.url, self.settings, cached, self.reporter.warn, spool)
 
 
-def one_line_errors(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+class Commands(click.Group):
+    """Every command's mistakes as one line and an exit status, no traceback: a FlorError,
+    and what click would say in three lines (a missing option, a bad value)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return super().invoke(ctx)
         except FlorError as e:
             click.echo(f"flor: error: {e.message}", err=True)
             sys.exit(e.exit_code)
+        except click.UsageError as e:
+            click.echo(f"flor: error: {e.format_message()}", err=True)
+            sys.exit(e.exit_code)
 
-    return wrapper  # type: ignore[return-value]
 
-
-@click.group()
+@click.group(cls=Commands)
 @click.version_option(package_name="flor")
 @click.option(
     "--store",
@@ -107,7 +106,6 @@ def cli(ctx: click.Context, store: str | None) -> None:
 @click.option("--write", is_flag=True, help="Rewrite SCRIPT in place.")
 @click.option("--all", "every_file", is_flag=True, help="With --write: every file it rewrites.")
 @click.option("-m", "as_module", is_flag=True, help="SCRIPT names a module, as in `flor run -m`.")
-@one_line_errors
 def instrument(
     script: str, output: str | None, write: bool, every_file: bool, as_module: bool
 ) -> None:
@@ -181,7 +179,6 @@ def _write_tree(folder: str, files: ProjectFiles, result: ProjectInstrumented) -
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
-@one_line_errors
 def run(
     edge: Edge,
     name: str,
@@ -316,7 +313,6 @@ def _refuse_sharded(files: dict[str, str]) -> None:
 @click.argument("script", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
-@one_line_errors
 def replay(
     edge: Edge, /, show_plan: bool, runs_spec: str | None, show_edits: bool, **request: Any
 ) -> None:
@@ -445,7 +441,6 @@ def _print_across(edge: Edge, planned: Across, done: Replayed) -> int:
 @click.argument("name")
 @RUN_OPTION
 @click.pass_obj
-@one_line_errors
 def diff(edge: Edge, name: str, run_id: str | None) -> None:
     """Show the instrumentation flor applied to a run, then each recorded file (the script
     and the project files it imported) against the file as it is now."""
@@ -493,7 +488,6 @@ def _unified(a: str, b: str, old: str, new: str) -> str:
 @click.option("--name", help="Only this experiment.")
 @click.option("--dry-run", is_flag=True, help="Report what would be freed; delete nothing.")
 @click.pass_obj
-@one_line_errors
 def gc(
     edge: Edge,
     keep: int | None,
@@ -527,7 +521,6 @@ def gc(
 @RUN_OPTION
 @click.option("--replay", "replay_id", help="Replay id (default: the latest replay).")
 @click.pass_obj
-@one_line_errors
 def output(edge: Edge, name: str, run_id: str | None, replay_id: str | None) -> None:
     """Print what a replay printed, its segments merged in iteration order.
 
@@ -572,7 +565,6 @@ def output(edge: Edge, name: str, run_id: str | None, replay_id: str | None) -> 
     "--delete-local", is_flag=True, help="Then free local disk (only once all of it verified)."
 )
 @click.pass_obj
-@one_line_errors
 def push(edge: Edge, name: str, run_id: str | None, url: str | None, delete_local: bool) -> None:
     """Upload the runs of NAME from the local store (FLOR_HOME) to S3."""
     from flor.runs import retention
@@ -591,7 +583,6 @@ def push(edge: Edge, name: str, run_id: str | None, url: str | None, delete_loca
 @click.option("--run", "run_id", help="Only this run id (default: every run of NAME).")
 @click.option("--from", "url", help="Source store, e.g. s3://BUCKET/PREFIX (default: FLOR_STORE).")
 @click.pass_obj
-@one_line_errors
 def pull(edge: Edge, name: str, run_id: str | None, url: str | None) -> None:
     """Download the runs of NAME from S3 into the local store (FLOR_HOME)."""
     _copy_runs(
@@ -628,7 +619,6 @@ def _copy_runs(src: Any, dst: Any, name: str, run_id: str | None) -> set[str]:
 
 @cli.command("ls")
 @click.pass_obj
-@one_line_errors
 def ls_command(edge: Edge) -> None:
     """List experiments and their runs, newest last."""
     store = edge.store()
@@ -651,7 +641,6 @@ def ls_command(edge: Edge) -> None:
 @click.argument("name")
 @RUN_OPTION
 @click.pass_obj
-@one_line_errors
 def show(edge: Edge, name: str, run_id: str | None) -> None:
     """Show one run: metadata, iterations, checkpoints and overhead."""
     store = edge.store()
@@ -668,7 +657,6 @@ def show(edge: Edge, name: str, run_id: str | None) -> None:
 )
 @click.option("-o", "--output", help="Where --plot writes (default: NAME-VALUE.png).")
 @click.pass_obj
-@one_line_errors
 def logs(
     edge: Edge, name: str, run_id: str | None, fmt: str, plot_name: str | None, output: str | None
 ) -> None:
@@ -720,7 +708,6 @@ def logs(
     help="A folder (tensorboard: one run directory per run) or a .csv file.",
 )
 @click.pass_obj
-@one_line_errors
 def export(edge: Edge, name: str, runs_spec: str, fmt: str, output: str) -> None:
     """Write the recorded and hindsight values of NAME's runs for TensorBoard, or as CSV.
 

@@ -132,3 +132,19 @@ def test_instrumented_script_keeps_exit_status(flor_env: Flor) -> None:
     recorded = f.python(inst, "--flor", "x", check=False)
     assert recorded.returncode == 3
     assert recorded.stdout == f.python(original, check=False).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("run", "train.py"), "Missing option '--name'."),
+        (("replay", "--name", "x", "--restore", "never"), "Invalid value for '--restore'"),
+        (("bogus",), "No such command 'bogus'."),
+    ],
+)
+def test_a_usage_mistake_is_one_line_too(flor_env: Flor, args: tuple[str, ...], said: str) -> None:
+    """What click would say in three lines (usage, a hint, the error) is one ``flor: error:``
+    line, exit status 2, like every other mistake."""
+    proc = flor_env.cli(*args, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"flor: error: {said}") and proc.stderr.count("\n") == 1

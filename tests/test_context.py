@@ -63,6 +63,8 @@ def test_legacy_options_read_the_documented_variables() -> None:
         legacy_options({"name": "n"}, {"FLOR_EPSILON": "-1"}, "/x/t.py")
     with pytest.raises(FlorError, match="outside 1..2"):
         parse_segment("3/2")
+    with pytest.raises(FlorError, match="1/0: a replay splits into at least 1 segment"):
+        parse_segment("1/0")
 
 
 def test_store_settings_read_the_documented_variables() -> None:

@@ -69,8 +69,10 @@ def parse_segment(text: str) -> tuple[int, int]:
     if not m:
         raise FlorError("bad-segment", f"segment {text!r} is not of the form I/N (e.g. 2/4)")
     i, n = int(m.group(1)), int(m.group(2))
-    if n < 1 or not 1 <= i <= n:
-        raise FlorError("bad-segment", f"segment {i}/{n} is outside 1..{max(n, 1)}")
+    if n < 1:
+        raise FlorError("bad-segment", f"segment {i}/{n}: a replay splits into at least 1 segment")
+    if not 1 <= i <= n:
+        raise FlorError("bad-segment", f"segment {i}/{n} is outside 1..{n}")
     return i, n
 
 
