@@ -23,6 +23,8 @@ from types import CodeType, MappingProxyType
 from typing import Any
 
 from flor.launch.execfile import line_map
+from flor.launch.project_files import ProjectFiles
+from flor.runtime.process.options import Options
 
 
 def compile_mapped(source: str, original: str, path: str) -> CodeType:
@@ -78,3 +80,9 @@ def install(rewritten: Mapping[str, str]) -> RewritingFinder | None:
 def uninstall(finder: Any) -> None:
     if finder in sys.meta_path:
         sys.meta_path.remove(finder)
+
+
+def rewritten_files(options: Options) -> dict[str, str]:
+    """What the hook rewrites for a run: each rewritten project file's source, by its path."""
+    files = ProjectFiles(options.script or "", options.module is not None)
+    return {files.absolute(f.path): f.source for f in options.project if f.rewritten}

@@ -93,16 +93,10 @@ def record_here(
 def run_project(options: Options, argv: list[str], reporter: Reporter) -> int:
     """Run the script as ``__main__``, the project's files it imports rewritten as planned."""
     script = options.script or ""
-    hook = import_hook.install(project_hook(options))
+    hook = import_hook.install(import_hook.rewritten_files(options))
     try:
         return run_as_main(
             script, argv, options.source or "", options.original, reporter, options.module
         )
     finally:
         import_hook.uninstall(hook)
-
-
-def project_hook(options: Options) -> dict[str, str]:
-    """What the import hook rewrites: each rewritten project file's source, by its path."""
-    files = ProjectFiles(options.script or "", options.module is not None)
-    return {files.absolute(f.path): f.source for f in options.project if f.rewritten}

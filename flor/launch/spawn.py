@@ -34,8 +34,12 @@ from flor.store import Store, shared_url
 class SpawnParent(Session):
     """The session of the process that calls ``mp.spawn``: its ranks record or replay."""
 
-    def __init__(self, options: Options, store: Store, reporter: Reporter) -> None:
+    def __init__(
+        self, options: Options, store: Store, reporter: Reporter, begin: Callable[..., Session]
+    ) -> None:
+        """``begin``: how a rank starts its own session (``launch.start.start``)."""
         super().__init__(options, store, reporter)
+        self.begin = begin
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
         self._kv = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=WAIT)
@@ -55,6 +59,7 @@ class SpawnParent(Session):
             fn.__qualname__,
             pickle.dumps(args),  # read back once the worker has the script's classes
             tuple(sys.argv),
+            self.begin,  # pickled by reference: the worker imports it
         )
         self.jobs += 1
         main = sys.modules["__main__"]
@@ -102,10 +107,10 @@ class Worker:
     function: str  # qualified name in the script
     args: bytes  # pickled
     argv: tuple[str, ...]  # the script's, when it called mp.spawn
+    begin: Callable[..., Session]  # starts this rank's session (``launch.start.start``)
 
     def __call__(self, index: int) -> None:
         from flor import runs
-        from flor.launch.start import start
         from flor.store import StoreSettings
 
         reporter = Reporter()
@@ -113,7 +118,7 @@ class Worker:
         recording = self.options.mode == "record"
         store = runs.open_store(self.store_url, settings, warn=reporter.warn, spool=recording)
         job = Job(index, self.nprocs, index, self.job, "127.0.0.1", self.port, "mp.spawn")
-        session = start(self.options, store, reporter, job)
+        session = self.begin(self.options, store, reporter, job)
         status = 1
         try:
             fn = _load_script(self.options, self.argv).__dict__
@@ -140,7 +145,6 @@ def _load_script(options: Options, argv: tuple[str, ...]) -> types.ModuleType:
     """The rewritten script, run as ``__mp_main__`` (its ``__main__`` block does not run),
     with the project's files rewritten as they are imported."""
     from flor.launch import import_hook
-    from flor.launch.record import project_hook
 
     script = options.script or ""
     module = types.ModuleType("__mp_main__")
@@ -149,6 +153,6 @@ def _load_script(options: Options, argv: tuple[str, ...]) -> types.ModuleType:
     sys.modules["__main__"] = sys.modules["__mp_main__"] = module  # pickles find its classes
     sys.argv[:] = list(argv)
     sys.path.insert(0, os.path.dirname(script))
-    import_hook.install(project_hook(options))
+    import_hook.install(import_hook.rewritten_files(options))
     exec(compile(options.source or "", script, "exec", dont_inherit=True), module.__dict__)
     return module

@@ -56,7 +56,7 @@ def start(
     if options.spawned and job is None:
         from flor.launch.spawn import SpawnParent
 
-        return context.install(SpawnParent(options, store, reporter))
+        return context.install(SpawnParent(options, store, reporter, start))
     if options.mode == "record":
         from flor.runtime.loop.recorder import Recorder
 
