@@ -18,18 +18,12 @@ import click
 
 from flor import runs
 from flor.errors import DIVERGED, SKIPPED, FlorError
+from flor.inputs import DEFAULT_EPSILON, DEFAULT_STORAGE, check_name, parse_storage, read_script
 from flor.launch import process_end
 from flor.launch.project_files import ProjectFiles, module_script
 from flor.runs import layout, query, showing
 from flor.runs.showing import when
-from flor.runtime.process.options import (
-    DEFAULT_EPSILON,
-    DEFAULT_STORAGE,
-    Options,
-    check_name,
-    parse_storage,
-    read_script,
-)
+from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ENTRY, SourceFile
 from flor.store import Store, StoreSettings

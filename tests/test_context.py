@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from flor.errors import FlorError
+from flor.inputs import parse_segment
 from flor.launch.start import legacy_options, strip_legacy_flags
-from flor.runtime.process.options import parse_segment
 from flor.store import StoreSettings
 
 

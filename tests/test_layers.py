@@ -29,6 +29,7 @@ FLOORS = {
     "flor.store": 1,
     "flor.errors": 0,
     "flor.frameworks": 0,
+    "flor.inputs": 1,
     "flor.sources": 0,
 }
 ALLOWED_STATE = {("flor.runtime.loop.context", "session")}  # the one process session

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from flor.errors import FlorError
+from flor.inputs import StorageBudget, parse_storage
 from flor.runtime.checkpoints.thinning import Piece, Thinning, round_divisor
-from flor.runtime.process.options import StorageBudget, parse_storage
 
 MB = 10**6
 

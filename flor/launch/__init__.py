@@ -8,7 +8,7 @@ as ``__main__``, ``import_hook`` rewrites project modules as they are imported,
 ``project_files`` says which modules are the project's, ``startup`` overlaps flor's start-up
 with torch's import, ``process_end`` ends the process without Python's teardown.
 
-Imports: flor.errors, flor.replay, flor.runs, flor.runtime.journal, flor.runtime.loop,
+Imports: flor.errors, flor.inputs, flor.replay, flor.runs, flor.runtime.journal, flor.runtime.loop,
 flor.runtime.process, flor.runtime.state, flor.runtime.trainers, flor.sources, flor.store,
 flor.transform.
 """

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 
 from flor import runs
 from flor.errors import FlorError
+from flor.inputs import read_script
 from flor.launch.replay import ReplayRequest, estimate_seconds, prepare
 from flor.replay.local import SegmentFailure, run_segments
 from flor.replay.merge import merged_output
 from flor.runs import layout
 from flor.runs.versions import SourceFiles, entry_name, recorded_sources, select_runs, version_of
-from flor.runtime.process.options import read_script
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ENTRY
 from flor.store import Store, StoreSettings, shared_url

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from flor import runs
 from flor.errors import DIVERGED, FlorError
+from flor.inputs import check_name, parse_segment, read_script
 from flor.launch.handover import hand_over, taken_over
 from flor.launch.record import Rewritten, instrumented_project, run_project
 from flor.launch.start import start
@@ -28,7 +29,7 @@ from flor.replay.world import ReplayWorld, replay_world
 from flor.runs import layout
 from flor.runs.query import ranges
 from flor.runtime.process.job import Job
-from flor.runtime.process.options import Options, check_name, parse_segment, read_script
+from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ProjectFile
 from flor.store import Store, StoreSettings, shared_url

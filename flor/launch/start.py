@@ -19,16 +19,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
+from flor.inputs import check_name, parse_epsilon, parse_restore, parse_segment, parse_storage
 from flor.runtime import trainers
 from flor.runtime.loop import context
-from flor.runtime.process.options import (
-    Options,
-    check_name,
-    parse_epsilon,
-    parse_restore,
-    parse_segment,
-    parse_storage,
-)
+from flor.runtime.process.options import Options
 
 if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
     from flor.runtime.journal.conditions import Lookahead

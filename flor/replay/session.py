@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from flor import runs
 from flor.errors import CorruptCheckpoint, FlorError
+from flor.inputs import read_script
 from flor.replay import standin
 from flor.replay.costs import RestoreCost
 from flor.replay.decide import CHEAPER, CORRUPT, BlockAction, block_action
@@ -26,7 +27,7 @@ from flor.runtime.journal.conditions import lookup_in
 from flor.runtime.journal.stdout_capture import TaggedStream
 from flor.runtime.loop.session import Session, as_iterator, numeric_environment
 from flor.runtime.process.job import Job
-from flor.runtime.process.options import Options, read_script
+from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.runtime.state.kinds import stateful_in_scope
 from flor.runtime.state.restore import CannotRestore, restore, restore_rng

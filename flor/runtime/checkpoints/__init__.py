@@ -5,5 +5,5 @@ which encodes and stores it in the background; ``policy`` keeps checkpoint cost 
 epsilon of the compute ``clock`` measured; ``thinning`` drops what outgrows the storage
 budget.
 
-Imports: flor.runs, flor.runtime.process, flor.runtime.state, flor.store.
+Imports: flor.inputs, flor.runs, flor.runtime.state, flor.store.
 """

@@ -23,8 +23,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from flor.inputs import StorageBudget
 from flor.runtime.checkpoints.policy import round_numbers
-from flor.runtime.process.options import StorageBudget
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """This process's facts: what it was asked to do, how it speaks, which rank of a job it is.
 
-``options`` (and the checks on what a user typed), ``reporter`` (the one voice on the
-terminal), ``job`` (torchrun's or mp.spawn's ranks, and agreeing with them).
+``options`` (built from what a user typed, checked in ``flor.inputs``), ``reporter`` (the
+one voice on the terminal), ``job`` (torchrun's or mp.spawn's ranks, and agreeing with them).
 
-Imports: flor.errors, flor.sources.
+Imports: flor.errors, flor.inputs, flor.sources.
 """
