@@ -51,6 +51,10 @@ def start(
         from flor.launch.spawn import SpawnParent
 
         return context.install(SpawnParent(options, store, reporter, start))
+    if job is None and not options.segments_from_env:  # torchrun's, read here, once
+        from flor.runtime.process.job import Job
+
+        job = Job.from_env(os.environ)
     if options.mode == "record":
         from flor.runtime.loop.recorder import Recorder
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -45,8 +44,6 @@ class Replayer(Session):
         """``job``: the job this process is a rank of (None: torchrun's, if any)."""
         super().__init__(options, store, reporter)
         recorded = runs.load_run(self.store, options.name, options.run_id)
-        if job is None and not options.segments_from_env:
-            job = Job.from_env(os.environ)
         self.world = replay_world(recorded.meta, job, options.rank)
         self.run = runs.as_rank(recorded, self.world.rank)
         if self.world.standin:

@@ -73,7 +73,7 @@ class Recorder(Session):
         ``watched``: the loop's counters, whose values are noted (None: any int or bool);
         ``job``: the job this process is a rank of (None: torchrun's, if any)."""
         super().__init__(options, store, reporter)
-        self.job = job or Job.from_env(os.environ)
+        self.job = job  # of a torchrun or mp.spawn job: its rank (launch.start reads it)
         self._alone = self.job is None  # no ranks to decide checkpoints in step with
         proposed = layout.new_id()
         self.run_id = self.job.agree("run", proposed) if self.job else proposed
