@@ -366,3 +366,35 @@ def test_a_full_disk_stops_checkpoints_once_and_replay_uses_what_was_committed(
         edited, "--flor", "full", "--replay_flor", "12", WIDTH="300", FLOR_HOME=str(kept)
     )
     assert replayed.stdout == f.truth(edited, "12", WIDTH="300")
+
+
+RAISES_IN_BLOCK = """
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(4):
+    for _ in range(3):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if epoch == 2:
+            raise ValueError("diverged")
+    print(f"epoch {epoch} loss {loss.item():.4f}")
+"""
+
+
+def test_an_exception_inside_the_training_is_the_script_s_traceback_alone(
+    flor_env: Flor,
+) -> None:
+    """The script's own error, as python prints it: no flor-internal traceback about a block
+    left open (the generator of the main loop closed after the exception)."""
+    f = flor_env
+    (f.work / "raises.py").write_text(RAISES_IN_BLOCK)
+    plain = f.python(f.work / "raises.py", check=False)
+    recorded = f.cli("run", "--name", "exp", "raises.py", check=False)
+    assert recorded.returncode == plain.returncode == 1 and recorded.stdout == plain.stdout
+    assert "ValueError: diverged" in recorded.stderr
+    assert "Exception ignored" not in recorded.stderr and "SkipBlock" not in recorded.stderr

@@ -170,6 +170,7 @@ class Recorder(Session):
             status = "exhausted"
         finally:
             if self.iteration is not None:  # the last iteration, or one the consumer left
+                self._open_block = None  # left from inside a block (an exception): no end
                 start = time.perf_counter()
                 self._end(self.iteration, start)
                 self.policy.bookkeeping += time.perf_counter() - start
