@@ -110,6 +110,9 @@ def _note_callbacks(
         return main, others
     out = dict(others)
     for f in (entry, *files):
+        lines = _definitions(f.source)
+        if not handed.keys() & lines.keys():  # none defined here: nothing to parse again
+            continue
         done = main if f is entry else out.get(f.path, Instrumented(f.path, f.source, f.source))
         if _left_unchanged(f.source) is not None or done.error:
             continue
@@ -120,7 +123,6 @@ def _note_callbacks(
         )
         if not noted:
             continue
-        lines = _definitions(f.source)
         said = tuple((lines.get(name, 1), name, handed[name]) for name in noted)
         done = replace(done, source=rewritten.code, callbacks=said)
         if f is entry:
