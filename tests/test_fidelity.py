@@ -35,6 +35,16 @@ def write(f: Flor, source: Path, kind: str, name: str | None = None) -> Path:
     return path
 
 
+def planned_reexecutions(plan: str) -> dict[str, str]:
+    """``--plan``'s shown iterations whose block executes, and why (as a replay records)."""
+    lines = [line.split() for line in plan.splitlines() if line.startswith("  iteration ")]
+    return {
+        words[1]: " ".join(words[5:]).strip("()")
+        for words in lines
+        if words[2] == "live" and words[4] == "execute"
+    }
+
+
 RUN_CASES = [  # (script, budget) recorded with `flor run`
     ("last_batch.py", DENSE),  # (1) a hindsight line reads `loss`, `logits` after the batch loop
     ("policy_lists.py", DENSE),  # (4) REINFORCE: lists on the policy, rollout then update
@@ -73,9 +83,11 @@ def test_flor_run_outside_edit_replays_like_a_full_run(
     truth = f.truth(script)
     assert truth != plain.stdout, "the hindsight edit prints something new"
 
+    planned = planned_reexecutions(f.cli("replay", "--name", "exp", "--plan").stdout)
     whole, replay_backwards = backwards(f, "whole", ("replay", "--name", "exp"))
     assert whole.stdout == truth
     assert "flor: replayed" in whole.stderr
+    assert f.replays("exp")[-1].get("reexecuted", {}) == planned  # --plan said what it did
     if budget == DENSE:
         assert replay_backwards <= full_backwards / 4, (replay_backwards, full_backwards)
     if (name, budget) in PARALLEL:

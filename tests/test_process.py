@@ -15,7 +15,7 @@ import pytest
 
 from flor.errors import FlorError
 from flor.launch import process_end
-from flor.launch.handover import hand_over, taken_over
+from flor.launch.worker import hand_over, taken_over
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:

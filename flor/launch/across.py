@@ -3,7 +3,7 @@
 The edit is what the script on disk adds to the newest recorded version it extends by
 added statements only (the *base*); ``transform.carry`` re-inserts it into each other
 version's files. Each version's files are written to a folder of their own, and every run
-replays there as its own ``flor replay --run ID`` process, K at a time (or as Ray tasks),
+replays there as the job of a worker process of its own, K at a time (or as Ray tasks),
 exactly as a single replay would: restored blocks, probes, ``--verify``. A run the edit
 cannot be carried to is skipped with the reason; a run that fails does not stop the others.
 """
@@ -14,14 +14,17 @@ import difflib
 import io
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from flor import runs
 from flor.errors import FlorError
 from flor.inputs import read_script
+from flor.launch.fanout import in_local_processes, in_ray_tasks
 from flor.launch.replay import ReplayRequest, estimate_seconds, prepare
-from flor.replay.local import SegmentFailure, run_segments
+from flor.launch.worker import WorkerJob
+from flor.replay.local import SegmentFailure
 from flor.replay.merge import merged_output
 from flor.runs import layout
 from flor.runs.versions import SourceFiles, entry_name, recorded_sources, select_runs, version_of
@@ -249,64 +252,42 @@ class Workers:
     count: int = 1
     ray_address: str | None = None
     ray_env: dict[str, str] = field(default_factory=dict)
-    passed: tuple[str, ...] = ()  # replay options every run gets (--verify, --threads, ...)
+    passed: Mapping[str, Any] = field(default_factory=dict)  # what every run's request gets
 
 
 def replay_across(
     across: Across, store: Store, settings: StoreSettings, reporter: Reporter, workers: Workers
 ) -> Replayed:
-    """Replay every run the edit reaches, each as its own ``flor replay --run ID`` in the
+    """Replay every run the edit reaches, each as its own worker's job (``fanout``) in the
     folder its version's files were written to."""
     todo = [p for p in across.plans if p.skipped is None]
     replay_id, url = layout.new_id(), shared_url(store.url)
     on_ray = workers.ray_address is not None
     with tempfile.TemporaryDirectory(prefix="flor-versions-") as folder:
         scripts = [_written(folder, p) for p in todo]
-
-        def args(index: int) -> list[str]:
-            plan, script = todo[index - 1], scripts[index - 1]
-            return [
-                *("--store", url, "replay", "--name", plan.run.name, "--run", plan.run.run_id),
-                *("--segment", "1/1", "--replay-id", replay_id, *workers.passed),
-                os.path.relpath(script, folder) if on_ray else script,  # Ray ships the folder
-                *_argv(plan),
-            ]
-
+        jobs = [
+            WorkerJob(
+                url,
+                ReplayRequest(
+                    plan.run.name,
+                    plan.run.run_id,
+                    segment="1/1",
+                    replay_id=replay_id,
+                    script=os.path.relpath(script, folder) if on_ray else script,  # Ray ships it
+                    args=_argv(plan),
+                    **workers.passed,
+                ),
+                None,  # its journal, read by its worker (the plan read only the run's head)
+            )
+            for plan, script in zip(todo, scripts, strict=True)
+        ]
         if on_ray:
-            return _on_ray(todo, args, replay_id, url, settings, folder, workers, reporter)
-        failed = run_segments(args, len(todo), workers.count, reporter.say, label=_label(todo))
-    outputs = {
-        p.run.run_id: merged_output(runs.replay_results(store, p.run.prefix, replay_id))
-        for p in todo
-    }
-    return Replayed(outputs, {todo[f.index - 1].run.run_id: f for f in failed})
-
-
-def _on_ray(
-    todo: list[RunPlan],
-    args: Callable[[int], list[str]],
-    replay_id: str,
-    url: str,
-    settings: StoreSettings,
-    folder: str,
-    workers: Workers,
-    reporter: Reporter,
-) -> Replayed:
-    """One Ray task per run; the versions' folder travels as their working directory."""
-    from flor.replay.ray_backend import run_segments_on_ray
-
-    results, failed = run_segments_on_ray(
-        args,
-        lambda index: layout.segment_key(todo[index - 1].run.prefix, replay_id, 1, 1),
-        url,
-        settings.home,
-        len(todo),
-        workers.ray_address or "local",
-        folder,
-        workers.ray_env,
-        reporter.say,
-        _label(todo),
-    )
+            where = (workers.ray_address, workers.ray_env)
+            results, failed = in_ray_tasks(jobs, settings, folder, where, reporter, _label(todo))
+        else:
+            results, failed = in_local_processes(
+                lambda: jobs, len(todo), workers.count, reporter.say, _label(todo)
+            )
     outputs = {r.run_id: merged_output([r]) for r in results}
     return Replayed(outputs, {todo[f.index - 1].run.run_id: f for f in failed})
 

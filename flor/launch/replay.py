@@ -9,30 +9,27 @@ they printed, and ``estimate`` says what it would do.
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from flor import runs
 from flor.errors import DIVERGED, FlorError
 from flor.inputs import check_name, parse_segment, read_script
-from flor.launch.handover import hand_over, taken_over
 from flor.launch.record import Rewritten, instrumented_project, run_project
 from flor.launch.start import start
 from flor.launch.startup import while_torch_imports
-from flor.replay.local import SegmentFailure
-from flor.replay.merge import merged_output
 from flor.replay.plan import DEAD, ECHO, check_segments
 from flor.replay.ray_backend import shipped_env
 from flor.replay.segments import segment_from_env
 from flor.replay.world import ReplayWorld, replay_world
 from flor.runs import layout
 from flor.runs.query import ranges
+from flor.runs.records import SegmentResult
 from flor.runtime.process.job import Job
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ProjectFile
-from flor.store import Store, StoreSettings, shared_url
+from flor.store import Store
 from flor.transform.edits import training_edits
 
 
@@ -50,8 +47,7 @@ class ReplayRequest:
     verify: int = 0
     restore: str = "auto"  # or "always": wherever a checkpoint is, even where running is cheaper
     threads: str | None = None  # N, "auto", or None: the recorded count
-    replay_id: str | None = None
-    rewritten: str | None = None  # a worker's: where its parallel replay hands its rewrite over
+    replay_id: str | None = None  # given by a parallel replay's parent to its workers
     rank: int | None = None  # of a run recorded by several processes, replayed in one
     segment_from_env: bool = False  # torchrun's RANK/WORLD_SIZE name segments, not a job
     script: str | None = None
@@ -77,18 +73,21 @@ def prepare(
     environ: Mapping[str, str],
     replays_here: bool = False,
     rewrite: bool = True,
+    recorded: runs.RecordedRun | None = None,
 ) -> Prepared:
     """Check ``request`` and build the replay's options; one-line errors for mistakes.
     ``replays_here``: this process will replay, so torch imports while flor rewrites.
     ``rewrite=False``: the edited script is rewritten later (``check_edit``), while the
-    workers of a parallel replay, which rewrite it themselves, start.
+    workers of a parallel replay start. ``recorded``: the run, where the caller loaded it.
 
     Inside a Slurm array job (or under torchrun, with ``segment_from_env``) the
     segment comes from ``environ`` unless the request names one. Under torchrun
     otherwise, the ranks replay a run recorded by as many processes, in step.
     """
     _check_request(request)
-    run = _recorded_something(runs.load_run(store, check_name(request.name), request.run_id))
+    if recorded is None:
+        recorded = runs.load_run(store, check_name(request.name), request.run_id)
+    run = _recorded_something(recorded)
     world, segment, replay_id = _where(request, run, reporter, environ)
     recorded_script = run.meta.script or ""
     script = request.script or recorded_script
@@ -96,9 +95,7 @@ def prepare(
     module = run.meta.module if script == recorded_script else None
     original = read_script(script)
     done = (
-        _edited(store, run, script, original, module, reporter, replays_here, request.rewritten)
-        if rewrite
-        else None
+        _edited(store, run, script, original, module, reporter, replays_here) if rewrite else None
     )
     options = Options(
         mode="replay",
@@ -163,14 +160,8 @@ def _edited(
     module: str | None,
     reporter: Reporter,
     replays_here: bool = False,
-    handed: str | None = None,
 ) -> Rewritten:
-    """The edited script rewritten, its edits that change training warned of (``handed``: a
-    worker's, whose parent rewrote it, and warned, already)."""
-    if handed is not None and run.meta.instrumented:
-        parent = os.getppid()
-        done: Rewritten = while_torch_imports(lambda _: taken_over(handed, parent), reporter)
-        return done
+    """The edited script rewritten, its edits that change training warned of."""
     rewritten = _rewritten(run, script, original, module, reporter, replays_here)
     _warn_training_edits(
         store, run, original, rewritten.source, script, rewritten.project, reporter
@@ -272,14 +263,21 @@ def _warn_training_edits(
 def replay_here(prepared: Prepared, store: Store, reporter: Reporter) -> int:
     """Replay in this process; the exit status: the script's, 2 if uploads failed, or
     ``DIVERGED`` if a re-executed block ended away from the record."""
-    session = start(prepared.options, store, reporter)
+    return replayed_here(prepared, store, reporter)[0]
+
+
+def replayed_here(
+    prepared: Prepared, store: Store, reporter: Reporter
+) -> tuple[int, SegmentResult | None]:
+    """``replay_here``'s exit status, and what the replay stored (None: it never closed)."""
+    session = start(prepared.options, store, reporter, recorded=prepared.run)
     status = run_project(prepared.options, prepared.argv, reporter)
     session.close()
     if session.diverged:  # said even where the script failed, or uploads did
         reporter.warn(divergence(session.diverged))
     if status or session.upload_failed:
-        return status or 2
-    return DIVERGED if session.diverged else 0
+        return status or 2, session.result
+    return DIVERGED if session.diverged else 0, session.result
 
 
 def divergence(where: str) -> str:
@@ -288,89 +286,6 @@ def divergence(where: str) -> str:
         f"a re-executed block ended in another state than the record's ({where}): what it "
         "printed from there may not be what a full run prints"
     )
-
-
-@dataclass(frozen=True)
-class ParallelReplay:
-    output: str  # merged, in iteration order
-    failures: list[SegmentFailure]
-    diverged: list[str]  # each segment's first divergence from the record
-
-
-def replay_in_parallel(
-    prepared: Prepared, store: Store, settings: StoreSettings, reporter: Reporter
-) -> ParallelReplay:
-    """Replay every segment at once (local processes, or Ray tasks); merge their output."""
-    run, options, workers = prepared.run, prepared.options, prepared.workers or 1
-    replay_id = str(options.replay_id)
-    store_url = shared_url(store.url)
-    on_ray = prepared.ray_address is not None
-
-    def worker_args(index: int, handed: str | None = None) -> list[str]:
-        extra = ["--iterations", options.iterations] if options.iterations else []
-        extra += ["--rewritten", handed] if handed else []
-        extra += ["--verify", str(options.verify)] if options.verify else []
-        extra += ["--restore", "always"] if options.restore_always else []
-        extra += ["--threads", str(options.threads)] if options.threads else []
-        extra += ["--rank", str(options.rank)] if options.rank is not None else []
-        where = os.path.basename(prepared.script) if on_ray else prepared.script  # Ray: shipped
-        return [
-            *("--store", store_url),
-            *("replay", "--name", run.name, "--run", run.run_id),
-            *("--segment", f"{index}/{workers}", "--replay-id", replay_id),
-            *extra,
-            where,
-            *prepared.argv,
-        ]
-
-    if on_ray:
-        from flor.replay.ray_backend import run_segments_on_ray
-
-        check_edit(prepared, store, reporter)  # Ray's start-up dwarfs it
-        results, failures = run_segments_on_ray(
-            worker_args,
-            lambda i: layout.segment_key(run.prefix, replay_id, i, workers),
-            store_url,
-            settings.home,
-            workers,
-            prepared.ray_address or "local",
-            os.path.dirname(os.path.abspath(prepared.script)),
-            prepared.ray_env,
-            reporter.say,
-        )
-    else:
-        failures = _in_local_workers(prepared, store, reporter, worker_args)
-        results = runs.replay_results(store, run.prefix, replay_id)
-    diverged = [
-        f"segment {r.segment[0]}/{r.segment[1]}: {r.diverged}"
-        for r in sorted(results, key=lambda r: r.segment)
-        if r.diverged
-    ]
-    return ParallelReplay(merged_output(results), failures, diverged)
-
-
-def _in_local_workers(
-    prepared: Prepared,
-    store: Store,
-    reporter: Reporter,
-    worker_args: Callable[[int, str], list[str]],
-) -> list[SegmentFailure]:
-    """The segments in local processes, started first; this process rewrites the edit while
-    they import torch, and hands its rewrite over to them (``handover``)."""
-    from flor.replay.local import run_segments
-
-    workers = prepared.workers or 1
-    with tempfile.TemporaryDirectory(prefix="flor-replay-") as folder:
-        handed = os.path.join(folder, "rewritten.pickle")
-
-        def meanwhile() -> None:
-            done = check_edit(prepared, store, reporter)
-            if done is not None:
-                hand_over(handed, done)
-
-        return run_segments(
-            lambda index: worker_args(index, handed), workers, workers, reporter.say, meanwhile
-        )
 
 
 def estimate(prepared: Prepared) -> list[str]:

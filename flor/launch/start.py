@@ -25,6 +25,7 @@ from flor.runtime.loop import context
 from flor.runtime.process.options import Options
 
 if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
+    from flor.runs import RecordedRun
     from flor.runtime.journal.conditions import Lookahead
     from flor.runtime.loop.session import Session
     from flor.runtime.process.job import Job
@@ -40,17 +41,21 @@ def start(
     reporter: Reporter,
     job: Job | None = None,
     loop: Hindsight | None = None,
+    recorded: RecordedRun | None = None,
 ) -> Session:
     """Build the session ``options`` ask for, install it, and make FlorErrors one line.
     ``job``: this process is that rank of a job the script's ``mp.spawn`` started (None:
     torchrun's, if any, from the environment). ``loop``: a recording's ``loop_tests``,
-    where the caller has them already (None: found here)."""
+    where the caller has them already (None: found here). ``recorded``: the run a replay
+    replays, where the caller loaded it (None: loaded by the session)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
     trainers.install(reporter)  # a loop that lives in a library (Lightning's) takes flor's
     if options.spawned and job is None:
         from flor.launch.spawn import SpawnParent
 
         return context.install(SpawnParent(options, store, reporter, start))
+    from flor.runtime.journal.stdout_capture import Streams
+
     if job is None and not options.segments_from_env:  # torchrun's, read here, once
         from flor.runtime.process.job import Job
 
@@ -61,10 +66,12 @@ def start(
         if loop is None:
             loop = loop_tests(options.script, options.source, options.project)
         lookahead, watched = _recording_hints(loop)
-        return context.install(Recorder(options, store, reporter, lookahead, watched, job))
+        streams = Streams(stderr=False)
+        return context.install(Recorder(options, store, reporter, streams, lookahead, watched, job))
     from flor.replay.session import Replayer
 
-    return context.install(Replayer(options, store, reporter, job))
+    streams = Streams(stderr=True)  # quiet while a replay rebuilds state
+    return context.install(Replayer(options, store, reporter, streams, job, recorded))
 
 
 def loop_tests(

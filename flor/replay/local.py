@@ -1,14 +1,13 @@
 """Run the segments of one replay in local worker processes, K at a time.
 
-Each worker is ``flor replay --segment I/N`` in its own process (spawned, never
-forked from a training process); it stores its per-iteration output beside the
-run, and the caller merges those files once all are done.
+Each worker is a process of its own (spawned, never forked from a training process),
+started from the command line the caller gives; what a failed one wrote on stderr is
+kept for its error.
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ class SegmentFailure:
 
 
 def run_segments(
-    worker_args: Callable[[int], list[str]],
+    command: Callable[[int], list[str]],
     count: int,
     workers: int,
     progress: Callable[[str], None],
@@ -45,9 +44,8 @@ def run_segments(
     while pending or running:
         while pending and len(running) < workers:
             index = pending.pop(0)
-            command = [sys.executable, "-m", "flor.cli", *worker_args(index)]
             errors = tempfile.NamedTemporaryFile(prefix="flor-segment-")  # noqa: SIM115 (a pipe could fill up)
-            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+            proc = subprocess.Popen(command(index), stdout=subprocess.DEVNULL, stderr=errors)
             running[index] = (proc, time.perf_counter(), errors)
         if not meanwhile_ran:
             meanwhile_ran = True

@@ -1,9 +1,10 @@
 """Replay segments as Ray tasks: across the machines of a Ray cluster, retried on failure.
 
-Each task runs ``flor replay --segment I/K`` in a process of its own on a
-worker (one GPU per task when the cluster has GPUs, one CPU otherwise) and
-returns that segment's result, read from the run's store: S3 when the
-workers are other machines, the local store otherwise. The script's folder
+Each task takes one job, replays it in a process of its own on a worker (one GPU
+per task when the cluster has GPUs, one CPU otherwise) and returns that segment's
+result; the task's body is the caller's (``flor.launch.worker.on_ray``). The
+replay stores its record too: on S3 when the workers are other machines, in the
+local store otherwise. The script's folder
 travels as the tasks' Ray ``working_dir``, and the variables that say where
 the store is (``FLOR_STORE``/``FLOR_HOME``, AWS credentials and endpoint) as
 their ``env_vars``; workers need only flor and the script's dependencies.
@@ -18,17 +19,15 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flor import runs
-from flor.errors import DIVERGED, FlorError
+from flor.errors import FlorError
 from flor.replay.local import SegmentFailure
 from flor.runs.records import SegmentResult
-from flor.store import STORE_ENV, StoreSettings
+from flor.store import STORE_ENV
 
 RETRIES = 2
 _SHIPPED_ENV = (*STORE_ENV, "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
@@ -44,39 +43,23 @@ class SegmentFailed(Exception):
         self.stderr = stderr
 
 
-def replay_segment(args: list[str], result_key: str, store_url: str) -> dict[str, Any]:
-    """The task body, on a worker: replay one segment, return what it printed and logged."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "flor.cli", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    if proc.returncode not in (0, DIVERGED):  # diverged: its result says where
-        raise SegmentFailed(proc.returncode, proc.stderr)
-    store = runs.open_store(store_url, StoreSettings.from_env(os.environ))  # this task's edge
-    result: dict[str, Any] = runs.get_json(store, result_key)
-    return result
-
-
 def shipped_env(environ: Mapping[str, str]) -> dict[str, str]:
     """What workers must see to reach the store: flor's store variables and AWS's."""
     return {k: v for k, v in environ.items() if k in _SHIPPED_ENV or k.startswith("AWS_")}
 
 
 def run_segments_on_ray(
-    worker_args: Callable[[int], list[str]],
-    result_key: Callable[[int], str],
-    store_url: str,
+    body: Callable[[Any], SegmentResult],
+    jobs: list[Any],
     home: str,
-    count: int,
     address: str,
     working_dir: str,
     env_vars: dict[str, str],
     progress: Callable[[str], None],
     label: Callable[[int], str] | None = None,
 ) -> tuple[list[SegmentResult], list[SegmentFailure]]:
-    """Run segments 1..count as Ray tasks; return their results and the ones that failed.
+    """Run ``body`` on each of ``jobs`` (segments 1..len(jobs)) as Ray tasks; return their
+    results and the ones that failed (``body`` raises ``SegmentFailed``: Ray retries it).
 
     ``home`` is the local store: kept from travelling with ``working_dir``. ``label``: how
     progress names a segment."""
@@ -100,39 +83,35 @@ def run_segments_on_ray(
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise FlorError("ray-init", f"cannot start Ray tasks at {address}: {why}") from None
         try:
-            named = label or (lambda index: f"segment {index}/{count}")
-            return _run(ray, worker_args, result_key, store_url, count, progress, named)
+            named = label or (lambda index: f"segment {index}/{len(jobs)}")
+            return _run(ray, body, jobs, progress, named)
         finally:
             ray.shutdown()
 
 
 def _run(
     ray: Any,
-    worker_args: Callable[[int], list[str]],
-    result_key: Callable[[int], str],
-    store_url: str,
-    count: int,
+    body: Callable[[Any], SegmentResult],
+    jobs: list[Any],
     progress: Callable[[str], None],
     label: Callable[[int], str],
 ) -> tuple[list[SegmentResult], list[SegmentFailure]]:
     gpus = ray.cluster_resources().get("GPU", 0)
-    task = ray.remote(replay_segment).options(
+    task = ray.remote(body).options(
         num_gpus=1 if gpus else 0,
         num_cpus=0 if gpus else 1,
         max_retries=RETRIES,
         retry_exceptions=True,
     )
-    progress(f"{count} Ray tasks, one per {'GPU' if gpus else 'CPU'}")
+    progress(f"{len(jobs)} Ray tasks, one per {'GPU' if gpus else 'CPU'}")
     started = time.perf_counter()
-    pending = {
-        task.remote(worker_args(i), result_key(i), store_url): i for i in range(1, count + 1)
-    }
+    pending = {task.remote(job): i for i, job in enumerate(jobs, 1)}
     results, failures = [], []
     while pending:
         (ref,), _ = ray.wait(list(pending), num_returns=1)
         index = pending.pop(ref)
         try:
-            results.append(SegmentResult.from_json(ray.get(ref)))
+            results.append(ray.get(ref))
             progress(f"{label(index)} done in {time.perf_counter() - started:.1f}s")
         except Exception as e:  # after the retries: keep the others' results
             failures.append(_failure(index, e))

@@ -23,7 +23,7 @@ from flor.replay.world import needs_world, replay_world
 from flor.runs import layout
 from flor.runs.records import CheckpointEntry, SegmentResult
 from flor.runtime.journal.conditions import lookup_in
-from flor.runtime.journal.stdout_capture import TaggedStream
+from flor.runtime.journal.stdout_capture import Streams
 from flor.runtime.loop.session import Session, as_iterator, numeric_environment
 from flor.runtime.process.job import Job
 from flor.runtime.process.options import Options
@@ -39,21 +39,21 @@ from flor.transform.hindsight import loop_assigned, loop_file
 
 class Replayer(Session):
     def __init__(
-        self, options: Options, store: Store, reporter: Reporter, job: Job | None = None
+        self,
+        options: Options,
+        store: Store,
+        reporter: Reporter,
+        streams: Streams,
+        job: Job | None = None,
+        recorded: runs.RecordedRun | None = None,
     ) -> None:
-        """``job``: the job this process is a rank of (None: torchrun's, if any)."""
+        """``streams``: stdout and stderr, tagged (released at close); ``job``: the job this
+        process is a rank of (None: torchrun's, if any); ``recorded``: the run, where whoever
+        starts the replay loaded it already (None: loaded here)."""
         super().__init__(options, store, reporter)
-        recorded = runs.load_run(self.store, options.name, options.run_id)
-        self.world = replay_world(recorded.meta, job, options.rank)
-        self.run = runs.as_rank(recorded, self.world.rank)
-        if self.world.standin:
-            standin.install(self.world, self._refuse_collective)
-        elif self.world.in_step and self.world.rank == 0:
-            reporter.say(
-                f"replaying the {self.world.world_size} ranks in step: each runs the "
-                "iterations any of them needs"
-            )
-        self.job = job if self.world.in_step else None
+        if recorded is None:
+            recorded = runs.load_run(self.store, options.name, options.run_id)
+        self._enter_world(recorded, job)
         self.script = options.script or self.run.meta.script or ""
         self.source = options.source if options.source is not None else read_script(self.script)
         decided = plan_replay(
@@ -79,9 +79,8 @@ class Replayer(Session):
         always = options.restore_always or self.run.meta.world_size > 1
         self.restore_cost = RestoreCost(self.run.meta, always)
         self.replay_id = options.replay_id or runs.new_id()
-        self.stdout = TaggedStream(sys.stdout, keep=True)
-        self.stderr = TaggedStream(sys.stderr, keep=False)
-        sys.stdout, sys.stderr = self.stdout, self.stderr
+        assert streams.stderr is not None  # a replay quiets both while it rebuilds state
+        self.streams, self.stdout, self.stderr = streams, streams.stdout, streams.stderr
         self.tally = ReplayTally()
         # A sparse plan is final once the loop starts: its conditions may read names then bound.
         sparse = decided.hindsight is not None and decided.hindsight.sparse
@@ -93,6 +92,19 @@ class Replayer(Session):
         self._checking: CheckpointEntry | None = None
         self._closed = False
         atexit.register(self.close)
+
+    def _enter_world(self, recorded: runs.RecordedRun, job: Job | None) -> None:
+        """Which recorded rank this process replays, and how (in step, or standing in)."""
+        self.world = replay_world(recorded.meta, job, self.options.rank)
+        self.run = runs.as_rank(recorded, self.world.rank)
+        if self.world.standin:
+            standin.install(self.world, self._refuse_collective)
+        elif self.world.in_step and self.world.rank == 0:
+            self.reporter.say(
+                f"replaying the {self.world.world_size} ranks in step: each runs the "
+                "iterations any of them needs"
+            )
+        self.job = job if self.world.in_step else None
 
     def _adopt(self, decided: ReplayPlan, final: bool) -> None:
         """Follow ``decided``; prefetch its checkpoints and say how it replays once ``final``."""
@@ -454,7 +466,9 @@ class Replayer(Session):
             self.stderr.quiet = False
             self.reporter.say(self.tally.summary())
         self.diverged = result.diverged
+        self.result = result
         self.upload_failed = not self.flush_store()
+        self.streams.release()
 
 
 def _label(names: tuple[str | None, ...], i: int) -> str:

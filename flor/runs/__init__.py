@@ -4,13 +4,14 @@
 ``dataframe`` and ``plot`` are read-only views; ``retention`` (``flor gc``) and
 ``transfer`` (``flor push``/``pull``) act on whole runs.
 
-Imports: flor.errors, flor.sources, flor.store.
+Imports: flor.errors, flor.inputs, flor.sources, flor.store.
 """
 
 from flor.runs.catalogue import (
     RecordedRun,
     as_rank,
     checkpoints,
+    finished_replay,
     list_experiments,
     list_runs,
     load_head,
@@ -27,6 +28,7 @@ __all__ = [
     "as_rank",
     "blob_key",
     "checkpoints",
+    "finished_replay",
     "get_json",
     "list_experiments",
     "list_runs",

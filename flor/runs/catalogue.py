@@ -19,6 +19,7 @@ from flor.runs.layout import (
     project_key,
     rank_prefix,
     replay_folder,
+    replays_folder,
     run_prefix,
     source_key,
 )
@@ -104,6 +105,32 @@ def replay_results(store: Store, prefix: str, replay_id: str) -> list[SegmentRes
     folder = replay_folder(prefix, replay_id)
     keys = [k for k in store.keys(folder) if k.endswith(".json")]
     return [SegmentResult.from_json(get_json(store, k)) for k in keys]
+
+
+def finished_replay(store: Store, run: RecordedRun, replay_id: str | None) -> list[SegmentResult]:
+    """Every segment of replay ``replay_id`` of ``run`` (None: the last to finish); one-line
+    errors where there is none, or where it lacks segments."""
+    replays = store.children(replays_folder(run.prefix))
+    if not replays:
+        raise FlorError("no-replay", f"run {run.name}/{run.run_id} has not been replayed")
+    if replay_id is not None and replay_id not in replays:
+        raise FlorError("no-replay", f"no replay {replay_id!r} (replays: {', '.join(replays)})")
+    by_id = {
+        r: replay_results(store, run.prefix, r) for r in ([replay_id] if replay_id else replays)
+    }
+    replay_id = replay_id or max(  # ids sort by start time
+        by_id, key=lambda r: (max((s.finished for s in by_id[r]), default=0), r)
+    )
+    results = by_id[replay_id]
+    count = results[0].segment[1] if results else 0
+    missing = sorted(set(range(1, count + 1)) - {r.segment[0] for r in results})
+    if missing:
+        raise FlorError(
+            "incomplete-replay",
+            f"replay {replay_id} lacks segment(s) {', '.join(map(str, missing))} of {count}; "
+            "they failed or are still running",
+        )
+    return results
 
 
 def checkpoints(run: RecordedRun) -> list[CheckpointEntry]:

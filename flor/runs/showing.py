@@ -1,11 +1,18 @@
-"""What ``flor show`` says about one run: its rows, label and value, as text."""
+"""What ``flor show``, ``ls``, ``logs`` and ``diff`` say about runs, as text."""
 
 from __future__ import annotations
 
+import csv
 import datetime
+import difflib
+import io
 import json
+import os
+from collections.abc import Callable
 from typing import Any
 
+from flor.errors import FlorError
+from flor.inputs import read_script
 from flor.runs.catalogue import RecordedRun
 from flor.runs.query import ranges, summary
 from flor.store import Store
@@ -107,3 +114,76 @@ def when(ts: float | None) -> str:
     if not ts:
         return "-"
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def listing(store: Store) -> list[str]:
+    """``flor ls``'s lines: every run of every experiment, newest last (none: no lines)."""
+    from flor.runs.catalogue import list_experiments, list_runs, load_run
+
+    lines = []
+    for name in list_experiments(store):
+        for run_id in list_runs(store, name):
+            s = summary(store, load_run(store, name, run_id))
+            status = s.get("status", "?") if s["complete"] else "incomplete"
+            lines.append(
+                f"{name:<20} {run_id:<24} {when(s.get('started')):<19} {s['iterations']:>5} "
+                f"{s['bytes'] / 1e6:>7.1f}MB  {status}"
+            )
+    if lines:
+        lines.insert(
+            0, f"{'NAME':<20} {'RUN':<24} {'STARTED':<19} {'ITERS':>5} {'SIZE':>9}  STATUS"
+        )
+    return lines
+
+
+def logged_table(rows: list[dict[str, Any]], fmt: str) -> str:
+    """``flor logs``'s values as a table, CSV or JSON."""
+    if fmt == "json":
+        return json.dumps(rows, indent=1) + "\n"
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, ["source", "iteration", "step", "name", "value"])
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: r.get(k) for k in writer.fieldnames})
+        return out.getvalue()
+    lines = [f"{'ITER':>5}  {'NAME':<16} {'VALUE':<24} SOURCE"]
+    for r in rows:
+        it = "-" if r["iteration"] is None else r["iteration"]
+        lines.append(f"{it:>5}  {r['name']:<16} {json.dumps(r['value']):<24} {r['source']}")
+    return "\n".join(lines) + "\n"
+
+
+def run_diff(store: Store, run: RecordedRun, missing: Callable[[str], None]) -> str:
+    """``flor diff``: the instrumentation flor applied to ``run``, then each recorded file
+    (the script and its project files) against the file as it is now; ``missing`` hears of
+    a file that no longer exists."""
+    from flor.runs.catalogue import recorded_original
+
+    script = run.meta.script or ""
+    recorded = recorded_original(store, run)
+    root = run.meta.cwd if run.meta.module else os.path.dirname(script)  # where paths start
+    files = [(script, recorded, run.source if run.meta.instrumented else recorded)]
+    files += [(os.path.join(root, f.path), f.original, f.source) for f in run.project]
+    parts = [
+        _unified(original, source, path, f"{path} (instrumented)")
+        for path, original, source in files
+    ]
+    unchanged = 0
+    for path, original, _ in files:
+        try:
+            current = read_script(path)
+        except FlorError:
+            missing(path)
+            continue
+        changes = _unified(original, current, f"{path} (recorded)", f"{path} (now)")
+        parts.append(changes)
+        unchanged += not changes
+    if unchanged == len(files):
+        what = f"{script} and the {len(files) - 1} project files it imports are"
+        parts.append(f"# {what if len(files) > 1 else script + ' is'} unchanged since the run\n")
+    return "".join(parts)
+
+
+def _unified(a: str, b: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True), old, new))

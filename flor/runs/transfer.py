@@ -9,6 +9,7 @@ points at is there, and an interrupted copy is finished by running it again
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -75,3 +76,27 @@ def copy_run(
         f"{done.present} already in {dst.url}"
     )
     return done
+
+
+def copy_runs(
+    src: Store, dst: Store, name: str, run_id: str | None, progress: Callable[[str], None]
+) -> set[str]:
+    """Copy run ``run_id`` (default: every run) of ``name``; the prefixes copied."""
+    ids = [run_id] if run_id else runs.list_runs(src, name)
+    if not ids:
+        raise FlorError("no-run", f"no recorded run named {name!r} in {src.url}")
+    copied = set()
+    for rid in ids:
+        run = runs.load_run(src, name, rid)
+        copy_run(src, dst, run, progress)
+        copied.add(run.prefix)
+    return copied
+
+
+def remote_url(url: str | None, home: str, option: str) -> str:
+    """The store ``flor push``/``pull`` copies to or from: ``url``, never the local one."""
+    if not url:
+        raise FlorError("no-store", f"say where: {option} s3://BUCKET/PREFIX, or set FLOR_STORE")
+    if os.path.abspath(url) == os.path.abspath(home):
+        raise FlorError("same-store", f"{url} is the local store itself")
+    return url

@@ -12,6 +12,7 @@ segments from them.
 from __future__ import annotations
 
 import io
+import sys
 from typing import Any, TextIO
 
 
@@ -64,3 +65,23 @@ class TaggedStream(io.TextIOBase):
             k for k in self.buckets if k.split(":")[0].isdigit() and int(k.split(":")[0]) <= up_to
         ]
         return {k: "".join(self.buckets.pop(k)) for k in keys}
+
+
+class Streams:
+    """``sys.stdout`` (and, for a replay, ``sys.stderr``) tagged while a session runs, and put
+    back when it closes: whoever starts the session installs them, the session releases them."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._original = (sys.stdout, sys.stderr)
+        self.stdout = TaggedStream(sys.stdout, keep=True)
+        self.stderr = TaggedStream(sys.stderr, keep=False) if stderr else None
+        sys.stdout = self.stdout
+        if self.stderr is not None:
+            sys.stderr = self.stderr
+
+    def release(self) -> None:
+        """The process's own streams again, where nobody replaced ours meanwhile."""
+        if sys.stdout is self.stdout:
+            sys.stdout = self._original[0]
+        if self.stderr is not None and sys.stderr is self.stderr:
+            sys.stderr = self._original[1]

@@ -41,7 +41,7 @@ from flor.runtime.checkpoints.writer import BackgroundWriter
 from flor.runtime.journal.conditions import Lookahead, lookup_frame
 from flor.runtime.journal.loop_scalars import LoopScalars
 from flor.runtime.journal.run_journal import RunJournal
-from flor.runtime.journal.stdout_capture import TaggedStream
+from flor.runtime.journal.stdout_capture import Streams
 from flor.runtime.loop.session import Session, as_iterator, numeric_environment
 from flor.runtime.process.job import Feed, Job
 from flor.runtime.process.options import Options
@@ -65,11 +65,13 @@ class Recorder(Session):
         options: Options,
         store: Store,
         reporter: Reporter,
+        streams: Streams,
         lookahead: Lookahead | None = None,
         watched: frozenset[str] | None = None,
         job: Job | None = None,
     ) -> None:
-        """``lookahead``: the loop's own periodic tests, where checkpoints are preferred;
+        """``streams``: the standard streams, tagged (released at close); ``lookahead``: the
+        loop's own periodic tests, where checkpoints are preferred;
         ``watched``: the loop's counters, whose values are noted (None: any int or bool);
         ``job``: the job this process is a rank of (None: torchrun's, if any)."""
         super().__init__(options, store, reporter)
@@ -114,8 +116,8 @@ class Recorder(Session):
         self.meta = self._initial_meta()
         self.journal.start(self.meta, self._read_source(), options.original, options.project)
         self._alive = self.journal.keep_alive()
-        self.stdout = TaggedStream(sys.stdout, keep=True)  # kept per iteration, shown later
-        sys.stdout = self.stdout
+        self.streams = streams
+        self.stdout = streams.stdout  # kept per iteration, shown later
         atexit.register(self.close)
 
     def _initial_meta(self) -> RunMeta:
@@ -526,6 +528,7 @@ class Recorder(Session):
         self.journal.finish(self.meta, {k: text.get(k, "") for k in ("pre", "post")})
         self.upload_failed = not self.flush_store()
         self.store.release_reserve()
+        self.streams.release()
 
 
 def _succeeded(future: Future[Written]) -> bool:

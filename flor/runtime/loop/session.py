@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
 from flor.runtime.journal.jsonable import to_jsonable
@@ -17,6 +17,9 @@ from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.runtime.state.scope import Frame
 from flor.store import Store
+
+if TYPE_CHECKING:
+    from flor.runs.records import SegmentResult
 
 
 def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[Any], bool]:
@@ -52,6 +55,7 @@ class Session:
         self._called: dict[str, set[str]] = {}  # block name -> those it ran, since last taken
         self.upload_failed = False  # set by close when a remote store did not get everything
         self.diverged = ""  # set by a replay's close: where a re-executed block left the record
+        self.result: SegmentResult | None = None  # set by a replay's close: what it stored
 
     # -- what flor.it / SkipBlock / flor.log call -------------------------------
     def loop(self, iterable: Any) -> Iterator[Any]:

@@ -1,0 +1,163 @@
+"""``flor instrument`` and ``flor run``: a script rewritten, shown or recorded."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+
+import click
+
+from flor.cli.edge import SCRIPT_SETTINGS, STARTED, Edge
+from flor.errors import FlorError
+from flor.inputs import DEFAULT_EPSILON, DEFAULT_STORAGE, check_name, parse_storage, read_script
+from flor.launch.project_files import ProjectFiles, module_script
+from flor.runtime.process.options import Options
+from flor.runtime.process.reporter import Reporter
+from flor.sources import ENTRY, SourceFile
+from flor.transform.report import ProjectInstrumented
+from flor.transform.sharding import sharded_state
+
+
+@click.command()
+@click.argument("script")
+@click.option(
+    "-o",
+    "--output",
+    help="Write the instrumented script here; a folder gets the project's tree.",
+)
+@click.option("--write", is_flag=True, help="Rewrite SCRIPT in place.")
+@click.option("--all", "every_file", is_flag=True, help="With --write: every file it rewrites.")
+@click.option("-m", "as_module", is_flag=True, help="SCRIPT names a module, as in `flor run -m`.")
+def instrument(
+    script: str, output: str | None, write: bool, every_file: bool, as_module: bool
+) -> None:
+    """Rewrite SCRIPT for flor: wrap its main loop in flor.it and its training in a SkipBlock.
+
+    The loop may live in a project file SCRIPT imports: that file is rewritten instead.
+    Prints one unified diff per rewritten file on stdout and the decisions (main loop,
+    each block and its state, warnings) on stderr. Add `# flor: skip` above a loop, or
+    `# flor: skip-file` at the top of a file, to opt out.
+    """
+    from flor.transform import instrument_project  # libcst: only for what rewrites
+
+    package = None
+    if as_module:
+        script, package = module_script(script), script.rpartition(".")[0]
+    files = ProjectFiles(script, as_module)
+    entry = SourceFile(ENTRY, script, read_script(script), package=package)
+    result = instrument_project(entry, files.resolve)
+    if result.entry.error:
+        raise FlorError("syntax", f"{script}:{result.entry.error}")
+    elsewhere = [r.filename for r in result.others if r.changed]
+    if write and elsewhere and not every_file:
+        raise FlorError(
+            "bad-option", f"--write would also rewrite {', '.join(elsewhere)}: add --all"
+        )
+    click.echo(result.report(), err=True, nl=False)
+    if output and (elsewhere or os.path.isdir(output) or output.endswith(os.sep)):
+        _write_tree(output, files, result)
+    elif output or write:
+        for r in [r for r in result.all if r.changed] if write else [result.entry]:
+            with open(output or r.filename, "w", encoding="utf-8") as f:
+                f.write(r.source)
+    else:
+        click.echo(result.diff(), nl=False)
+
+
+def _write_tree(folder: str, files: ProjectFiles, result: ProjectInstrumented) -> None:
+    """The entry script and the project files it imports, rewritten where flor rewrites
+    them, under ``folder`` at their places relative to the entry: a tree that runs."""
+    rewritten = {r.filename: r.source for r in result.all}
+    for path, source in [(result.entry.filename, result.entry.source)] + [
+        (f.path, f.source) for f in result.files
+    ]:
+        target = os.path.join(folder, files.relative(path))
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        with open(target, "w", encoding="utf-8") as out:
+            out.write(rewritten.get(path, source))
+
+
+@click.command(context_settings=dict(SCRIPT_SETTINGS))
+@click.option("--name", required=True, help="Experiment name; each run of it is a new version.")
+@click.option(
+    "--epsilon",
+    type=float,
+    envvar="FLOR_EPSILON",
+    default=DEFAULT_EPSILON,
+    show_default="1/15",
+    help="Checkpoint overhead budget, as a fraction of training time.",
+)
+@click.option(
+    "--storage",
+    envvar="FLOR_STORAGE",
+    default=DEFAULT_STORAGE,
+    show_default=True,
+    help="What the run's checkpoints may keep in the store (10GB, 500MiB, 2GB/h of training, "
+    "unlimited); older ones are thinned to fit.",
+)
+@click.option(
+    "-m", "as_module", is_flag=True, help="SCRIPT names a module: run it as `python -m` does."
+)
+@click.argument("script")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_obj
+def run(
+    edge: Edge,
+    name: str,
+    epsilon: float,
+    storage: str,
+    as_module: bool,
+    script: str,
+    args: tuple[str, ...],
+) -> None:
+    """Record SCRIPT [ARGS...]: instrument it in memory and run it as `python SCRIPT ARGS`
+    (with -m: `python -m SCRIPT ARGS`).
+
+    Everything after SCRIPT belongs to the script, unchanged. Replay runs it the same way.
+    """
+    from flor.launch.record import Rewritten, instrumented_project, record_here
+    from flor.launch.start import loop_tests
+    from flor.launch.startup import while_torch_imports
+
+    if epsilon <= 0:
+        raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
+    budget = parse_storage(storage)
+    module = script if as_module else None
+    if module is not None:
+        script = module_script(module)
+    original = read_script(script)
+
+    def rewrite(reporter: Reporter) -> Rewritten:
+        rewritten = instrumented_project(script, original, reporter, module)
+        _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
+        found = loop_tests(os.path.abspath(script), rewritten.source, rewritten.project)
+        return replace(rewritten, loop=found)
+
+    rewritten = while_torch_imports(rewrite, edge.reporter)
+    options = Options(
+        mode="record",
+        name=check_name(name),
+        epsilon=epsilon,
+        storage=budget,
+        script=os.path.abspath(script),
+        module=module,
+        source=rewritten.source,
+        original=original,
+        project=rewritten.project,
+        spawned=rewritten.spawned,
+        argv=(script, *args),
+    )
+    store = edge.store(spool=True)
+    sys.exit(record_here(options, store, edge.reporter, STARTED, rewritten.loop))
+
+
+def _refuse_sharded(files: dict[str, str]) -> None:
+    for path, source in files.items():
+        where = sharded_state(source, path)
+        if where is not None:
+            raise FlorError(
+                "sharded",
+                f"{where}: state sharded across ranks (FSDP, torch.distributed.checkpoint) "
+                "cannot be recorded yet; run the script without flor",
+            )
