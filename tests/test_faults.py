@@ -398,3 +398,36 @@ def test_an_exception_inside_the_training_is_the_script_s_traceback_alone(
     assert recorded.returncode == plain.returncode == 1 and recorded.stdout == plain.stdout
     assert "ValueError: diverged" in recorded.stderr
     assert "Exception ignored" not in recorded.stderr and "SkipBlock" not in recorded.stderr
+    assert "failed (exit status 1) after its loop was left in iteration 2" in recorded.stderr
+    shown = f.cli("show", "exp").stdout
+    assert "failed (exit status 1; its loop stopped in iteration 2)" in shown
+
+    # A print added after the block: the replay prints what a plain run of the edited script
+    # prints, then fails with its traceback and exit status.
+    edited = RAISES_IN_BLOCK.replace(
+        "    print(f", "    print(f'norm {model.weight.norm().item():.4f}')\n    print(f"
+    )
+    (f.work / "raises.py").write_text(edited)
+    plain = f.python(f.work / "raises.py", check=False)
+    replayed = f.cli("replay", "--name", "exp", check=False)
+    assert replayed.returncode == plain.returncode == 1
+    assert replayed.stdout == plain.stdout and "norm" in plain.stdout
+    assert _traceback(replayed.stderr) == _traceback(plain.stderr)
+    assert "replaying iteration 2" in replayed.stderr  # flor says where, after it
+    assert "flor: raises.py:" in replayed.stderr  # the script named as `flor run` named it
+
+
+def _traceback(stderr: str) -> list[str]:
+    """The traceback python printed: from its first line to the exception's."""
+    lines = stderr.splitlines()
+    start = lines.index("Traceback (most recent call last):")
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("ValueError"))
+    return lines[start : end + 1]
+
+
+def test_a_script_without_a_loop_that_exits_0_is_finished(flor_env: Flor) -> None:
+    f = flor_env
+    (f.work / "once.py").write_text("import torch\nprint(torch.ones(2).sum().item())\n")
+    f.cli("run", "--name", "once", "once.py")
+    assert f.cli("show", "once").stdout.count("finished") == 1
+    assert f.cli("ls").stdout.split()[-1] == "finished"

@@ -137,3 +137,15 @@ def test_threads_per_replay_process() -> None:
     assert _threads("3", 2, 16) == 3
     with pytest.raises(FlorError, match="--threads 'x'"):
         _threads("x", 1, 2)
+
+
+def test_the_summary_counts_iterations_in_words_a_user_reads() -> None:
+    from flor.replay.tally import ReplayTally
+
+    tally = ReplayTally()
+    for g, quiet in ((0, True), (1, False)):
+        tally.begin(quiet)
+        tally.end(g)
+    line = tally.summary()
+    assert line.startswith("replayed 1 iteration: 1 restored")
+    assert "before them, 1 iteration run without output to rebuild the state" in line

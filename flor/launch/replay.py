@@ -90,9 +90,10 @@ def prepare(
     run = _recorded_something(recorded)
     world, segment, replay_id = _where(request, run, reporter, environ)
     recorded_script = run.meta.script or ""
-    script = request.script or recorded_script
-    argv = list(request.args) if request.args or script != recorded_script else run.meta.argv[1:]
-    module = run.meta.module if script == recorded_script else None
+    script = request.script or _as_typed(recorded_script)
+    same = os.path.abspath(script) == recorded_script
+    argv = list(request.args) if request.args or not same else run.meta.argv[1:]
+    module = run.meta.module if same else None
     original = read_script(script)
     done = (
         _edited(store, run, script, original, module, reporter, replays_here) if rewrite else None
@@ -119,6 +120,13 @@ def prepare(
     check_segments(run, options.segment[1])
     ray, ray_env = ray_target(request.backend, request.address, environ)
     return Prepared(run, options, script, list(argv), request.workers, world, ray, ray_env)
+
+
+def _as_typed(path: str) -> str:
+    """A recorded script's path as a user would type it here: relative below the working
+    directory (as ``flor run`` reports it), absolute elsewhere."""
+    relative = os.path.relpath(path) if path else path
+    return path if not path or relative.startswith(os.pardir) else relative
 
 
 def ray_target(

@@ -51,7 +51,7 @@ class ReplayTally:
             for k in ("restored", "re-executed")
             if self.counts[k]
         ]
-        line = f"replayed {shown} iterations: {', '.join(parts) or 'none'}"
+        line = f"replayed {_iterations(shown)}: {', '.join(parts) or 'none'}"
         if self.why:
             reasons = Counter(self.why.values()).most_common()
             line += f" ({', '.join(f'{n} {why}' for why, n in reasons)})"
@@ -59,8 +59,8 @@ class ReplayTally:
             line += f"; {self.echoed} not run, their recorded output printed"
         if self.counts["quiet"]:
             line += (
-                f"; {self.counts['quiet']} more run quietly first to rebuild state "
-                f"({self.seconds['quiet']:.2f} s)"
+                f"; before them, {_iterations(self.counts['quiet'])} run without output to "
+                f"rebuild the state they start from ({self.seconds['quiet']:.2f} s)"
             )
         if self.checked:
             bad = [d for _, _, d in self.checked if d is not None]
@@ -77,3 +77,7 @@ class ReplayTally:
             if differs is not None:
                 return f"iteration {g}, block {name!r}, in {differs}"
         return ""
+
+
+def _iterations(n: int) -> str:
+    return f"{n} iteration{'' if n == 1 else 's'}"

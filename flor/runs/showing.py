@@ -30,7 +30,7 @@ def rows(store: Store, run: RecordedRun) -> list[tuple[str, Any]]:
         ("argv", " ".join(s.get("argv", []))),
         ("started", when(s.get("started"))),
         ("ended", when(s.get("ended"))),
-        ("status", s.get("status") if s["complete"] else "incomplete (killed?)"),
+        ("status", status_text(run)),
         ("iterations", s["iterations"]),
         ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
         ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
@@ -41,6 +41,20 @@ def rows(store: Store, run: RecordedRun) -> list[tuple[str, Any]]:
         ("numerics", json.dumps(s.get("numerics", {}))),
         ("replays", ", ".join(s["replays"]) or "-"),
     ]
+
+
+def status_text(run: RecordedRun) -> str:
+    """How the run ended: finished (with or without a loop), failed (with its exit status,
+    and the iteration its loop stopped in, where an exception left it), or not at all."""
+    meta = run.meta
+    if meta.status == "failed":
+        last = run.loops[-1] if run.loops else None
+        stopped = last is not None and last.status == "closed" and last.count > 0
+        where = f"; its loop stopped in iteration {last.first + last.count - 1}" if stopped else ""
+        return f"failed (exit status {meta.exit_status}{where})"
+    if meta.status == "finished":
+        return "finished"
+    return meta.status if run.complete else "incomplete (killed?)"
 
 
 def _project_line(run: RecordedRun) -> str:
@@ -123,8 +137,8 @@ def listing(store: Store) -> list[str]:
     lines = []
     for name in list_experiments(store):
         for run_id in list_runs(store, name):
-            s = summary(store, load_run(store, name, run_id))
-            status = s.get("status", "?") if s["complete"] else "incomplete"
+            run = load_run(store, name, run_id)
+            s, status = summary(store, run), status_text(run).split(" (")[0]
             lines.append(
                 f"{name:<20} {run_id:<24} {when(s.get('started')):<19} {s['iterations']:>5} "
                 f"{s['bytes'] / 1e6:>7.1f}MB  {status}"

@@ -113,6 +113,7 @@ class Recorder(Session):
         self._committed: Future[Any] = Future()  # the last commit submitted
         self._committed.set_result(None)
         self._closed = False
+        self._left = False  # the last loop was left before its end
         self.meta = self._initial_meta()
         self.journal.start(self.meta, self._read_source(), options.original, options.project)
         self._alive = self.journal.keep_alive()
@@ -340,6 +341,7 @@ class Recorder(Session):
         )
         logs, self.logs = self.logs, []
         self._journaled = self.next_iteration - 1
+        self._left = status == "closed"  # by a break, or by an exception
         self.writer.submit(-1, lambda: self.journal.end_loop(end, logs))
         self.writer.flush()
         self._report()
@@ -518,6 +520,12 @@ class Recorder(Session):
             warnings=tuple(self.writer.warnings),
             callbacks=tuple(sorted(self.callbacks)),
         )
+        if exit_status and self.loops:  # after the traceback, which the summary line preceded
+            where = f"was left in iteration {self.next_iteration - 1}" if self._left else "ended"
+            self.reporter.say(
+                f"run {self.options.name}/{self.run_id} failed (exit status {exit_status}) "
+                f"after its loop {where}: `flor replay` replays it and runs on into the error"
+            )
         if self.loops == 0 and not exit_status:
             self.reporter.warn(
                 f"run {self.options.name}/{self.run_id} has no checkpoints: the "
