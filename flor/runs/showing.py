@@ -48,9 +48,10 @@ def status_text(run: RecordedRun) -> str:
     and the iteration its loop stopped in, where an exception left it), or not at all."""
     meta = run.meta
     if meta.status == "failed":
-        last = run.loops[-1] if run.loops else None
-        stopped = last is not None and last.status == "closed" and last.count > 0
-        where = f"; its loop stopped in iteration {last.first + last.count - 1}" if stopped else ""
+        where = ""
+        if run.loops and run.loops[-1].status == "closed" and run.loops[-1].count > 0:
+            last = run.loops[-1]
+            where = f"; its loop stopped in iteration {last.first + last.count - 1}"
         return f"failed (exit status {meta.exit_status}{where})"
     if meta.status == "finished":
         return "finished"
