@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import click
 
+from flor import runs
 from flor.cli.edge import SCRIPT_SETTINGS, STARTED, Edge
 from flor.errors import FlorError
 from flor.inputs import DEFAULT_EPSILON, DEFAULT_STORAGE, check_name, parse_storage, read_script
@@ -15,6 +16,7 @@ from flor.launch.project_files import ProjectFiles, module_script
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ENTRY, SourceFile
+from flor.store import Store
 from flor.transform.report import ProjectInstrumented
 from flor.transform.sharding import sharded_state
 
@@ -99,6 +101,12 @@ def _write_tree(folder: str, files: ProjectFiles, result: ProjectInstrumented) -
 @click.option(
     "-m", "as_module", is_flag=True, help="SCRIPT names a module: run it as `python -m` does."
 )
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Go on with the newest run of NAME, SCRIPT and ARGS if it did not finish (killed, "
+    "preempted, crashed), from its last checkpoint; else record a new run.",
+)
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
@@ -108,6 +116,7 @@ def run(
     epsilon: float,
     storage: str,
     as_module: bool,
+    resume: bool,
     script: str,
     args: tuple[str, ...],
 ) -> None:
@@ -115,6 +124,8 @@ def run(
     (with -m: `python -m SCRIPT ARGS`).
 
     Everything after SCRIPT belongs to the script, unchanged. Replay runs it the same way.
+    With --resume, the same command line continues a run that did not finish: a requeued
+    job's command.
     """
     from flor.launch.record import Rewritten, instrumented_project, record_here
     from flor.launch.start import loop_tests
@@ -149,7 +160,18 @@ def run(
         argv=(script, *args),
     )
     store = edge.store(spool=True)
-    sys.exit(record_here(options, store, edge.reporter, STARTED, rewritten.loop))
+    resumed = _unfinished(store, options, edge.reporter) if resume else None
+    sys.exit(record_here(options, store, edge.reporter, STARTED, rewritten.loop, resumed))
+
+
+def _unfinished(store: Store, options: Options, reporter: Reporter) -> runs.RecordedRun | None:
+    """What ``--resume`` goes on with: the newest run of the same name, script and
+    arguments, if it did not finish."""
+    from flor.launch.resume import unfinished
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise FlorError("cannot-resume", "--resume resumes a run of one process (not torchrun's)")
+    return unfinished(store, options, reporter.say)
 
 
 def _refuse_sharded(files: dict[str, str]) -> None:

@@ -26,6 +26,7 @@ from flor.runtime.process.options import Options
 
 if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays cheap
     from flor.runs import RecordedRun
+    from flor.runs.records import RunMeta
     from flor.runtime.journal.conditions import Lookahead
     from flor.runtime.loop.session import Session
     from flor.runtime.process.job import Job
@@ -47,7 +48,8 @@ def start(
     ``job``: this process is that rank of a job the script's ``mp.spawn`` started (None:
     torchrun's, if any, from the environment). ``loop``: a recording's ``loop_tests``,
     where the caller has them already (None: found here). ``recorded``: the run a replay
-    replays, where the caller loaded it (None: loaded by the session)."""
+    replays, where the caller loaded it (None: loaded by the session), or the run a
+    recording resumes (``launch.resume``)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
     trainers.install(reporter)  # a loop that lives in a library (Lightning's) takes flor's
     if options.spawned and job is None:
@@ -66,8 +68,16 @@ def start(
         if loop is None:
             loop = loop_tests(options.script, options.source, options.project)
         lookahead, watched = _recording_hints(loop)
-        streams = Streams(stderr=False)
-        return context.install(Recorder(options, store, reporter, streams, lookahead, watched, job))
+
+        def recorder(options: Options, continues: RunMeta | None = None) -> Recorder:
+            streams = Streams(stderr=False)
+            return Recorder(options, store, reporter, streams, lookahead, watched, job, continues)
+
+        if recorded is not None:  # a run that did not finish, resumed
+            from flor.launch.resume import Resumer
+
+            return context.install(Resumer(options, store, reporter, recorded, recorder))
+        return context.install(recorder(options))
     from flor.replay.session import Replayer
 
     streams = Streams(stderr=True)  # quiet while a replay rebuilds state

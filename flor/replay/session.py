@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from flor import runs
@@ -16,7 +17,17 @@ from flor.replay import standin
 from flor.replay.costs import RestoreCost
 from flor.replay.decide import CHEAPER, CORRUPT, BlockAction, block_action
 from flor.replay.loader import CheckpointLoader
-from flor.replay.plan import DEAD, ECHO, LIVE, REBUILD, ReplayPlan, plan_replay, replan
+from flor.replay.plan import (
+    DEAD,
+    ECHO,
+    LIVE,
+    QUIET,
+    REBUILD,
+    Plan,
+    ReplayPlan,
+    plan_replay,
+    replan,
+)
 from flor.replay.tally import ReplayTally
 from flor.replay.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
 from flor.replay.world import needs_world, replay_world
@@ -91,6 +102,7 @@ class Replayer(Session):
         self._restore_started = 0.0
         self._checking: CheckpointEntry | None = None
         self._closed = False
+        self.hands_over = False  # set by restore_up_to: a recording takes the loop over
         atexit.register(self.close)
 
     def _enter_world(self, recorded: runs.RecordedRun, job: Job | None) -> None:
@@ -106,8 +118,26 @@ class Replayer(Session):
             )
         self.job = job if self.world.in_step else None
 
+    # -- a resumed recording's start ----------------------------------------------------
+    def restore_up_to(self, at: int) -> None:
+        """Replay only up to iteration ``at``, restored from its checkpoint without output,
+        then hand the loop over (``release``) instead of ending the process."""
+        actions = (DEAD,) * at + (QUIET,)
+        plan = Plan(actions, frozenset({at}), natural_end=False)
+        self._decided, self.hands_over = None, True
+        self._adopt(replace(self.decided, plan=plan, live=frozenset(), verify=frozenset()), True)
+
+    def release(self) -> None:
+        """Done with the iterations a resumed recording restores: this session ends quietly
+        (no replay record), the streams back as they were."""
+        self._closed = True
+        atexit.unregister(self.close)
+        self.loader.close()
+        self.streams.release()
+
     def _adopt(self, decided: ReplayPlan, final: bool) -> None:
         """Follow ``decided``; prefetch its checkpoints and say how it replays once ``final``."""
+        self.decided = decided
         self.live = set(decided.live)
         self.plan = decided.plan
         self.verify_at = decided.verify
@@ -205,6 +235,8 @@ class Replayer(Session):
         try:
             for g in range(first, first + count):
                 if g > self.plan.last_live:
+                    if self.hands_over:  # a resumed recording goes on from here
+                        return
                     self._stop()
                 action = self.plan.action(g)
                 # A recorded pass of a `while` loop is known to happen: its condition is not
@@ -228,6 +260,8 @@ class Replayer(Session):
                 self.tally.end(g)
                 self.end_iteration()
             if first + count - 1 >= self.plan.last_live and not self.plan.natural_end:
+                if self.hands_over:
+                    return
                 self._stop()
         finally:
             if not self._closed:

@@ -133,8 +133,15 @@ class RunMeta(_Record):
     # the functions flor.callback noted (handed to the project's own code): which blocks
     # ran them is in each commit's ``called``
     callbacks: tuple[str, ...] = ()
+    host: str = ""  # where it records, and its process: a resume must not run beside it
+    pid: int = 0
+    # each time the run was resumed: the iteration it went on from, and when
+    resumed: tuple[tuple[int, float], ...] = ()
     _newer = frozenset(
         {
+            "host",
+            "pid",
+            "resumed",
             "callbacks",
             "skipped_behind",
             "storage_budget",
@@ -151,6 +158,8 @@ class RunMeta(_Record):
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
+        if name == "resumed":
+            return tuple((int(g), float(t)) for g, t in value)
         return tuple(value) if name in ("argv", "stall_seconds", "warnings") else value
 
     def updated(self, **changes: Any) -> RunMeta:

@@ -31,6 +31,7 @@ def rows(store: Store, run: RecordedRun) -> list[tuple[str, Any]]:
         ("started", when(s.get("started"))),
         ("ended", when(s.get("ended"))),
         ("status", status_text(run)),
+        *_resumed_rows(run),
         ("iterations", s["iterations"]),
         ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
         ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
@@ -56,6 +57,11 @@ def status_text(run: RecordedRun) -> str:
     if meta.status == "finished":
         return "finished"
     return meta.status if run.complete else "incomplete (killed?)"
+
+
+def _resumed_rows(run: RecordedRun) -> list[tuple[str, str]]:
+    """Each time the run was resumed (``flor run --resume``): where it went on, and when."""
+    return [("resumed", f"at iteration {g} ({when(t)})") for g, t in run.meta.resumed]
 
 
 def _project_line(run: RecordedRun) -> str:
@@ -140,6 +146,7 @@ def listing(store: Store) -> list[str]:
         for run_id in list_runs(store, name):
             run = load_run(store, name, run_id)
             s, status = summary(store, run), status_text(run).split(" (")[0]
+            status += f", resumed {len(run.meta.resumed)}x" if run.meta.resumed else ""
             lines.append(
                 f"{name:<20} {run_id:<24} {when(s.get('started')):<19} {s['iterations']:>5} "
                 f"{s['bytes'] / 1e6:>7.1f}MB  {status}"

@@ -1,7 +1,8 @@
 """Test-only, for every Python process started with this folder on PYTHONPATH: with
-COUNT_BACKWARDS_DIR set, count its backward passes, one file per process (replays fan out);
-with COUNT_PARSES_FILE set, append a line per parse of a source (``ast``/``libcst``, the
-SHA-1 of the text) to that file, forked children included."""
+COUNT_BACKWARDS_DIR set, count its backward passes, one file per process (replays fan out),
+and with KILL_AT_BACKWARD=N also kill the process (SIGKILL) right after its N-th; with
+COUNT_PARSES_FILE set, append a line per parse of a source (``ast``/``libcst``, the SHA-1 of
+the text) to that file, forked children included."""
 
 import os
 
@@ -14,9 +15,18 @@ if _folder:
     _count = [0]
     _backward = torch.Tensor.backward
 
+    _kill_at = int(os.environ.get("KILL_AT_BACKWARD", "0"))
+
     def _counting(self, *args, **kwargs):
         _count[0] += 1
-        return _backward(self, *args, **kwargs)
+        done = _backward(self, *args, **kwargs)
+        if _count[0] == _kill_at:  # after a moment: a real step takes one, the writer commits
+            import signal
+            import time
+
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return done
 
     torch.Tensor.backward = _counting
 

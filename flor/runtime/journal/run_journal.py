@@ -57,6 +57,19 @@ class RunJournal:
             entries.append({"path": f.path, "module": f.module, **shas})
         layout.put_json(self.store, layout.project_key(self.prefix), {"files": entries})
 
+    def drop_after(self, iteration: int) -> None:
+        """Forget what was journaled, logged or checkpointed past ``iteration``, and how the
+        loop ended: a resumed recording writes it again from there."""
+        for folder in (layout.journal_folder(self.prefix), layout.logs_folder(self.prefix)):
+            for key in list(self.store.keys(folder)):
+                number = key.rsplit("/", 1)[1].split(".")[0]
+                if number.startswith("loop-") or (number.isdigit() and int(number) > iteration):
+                    self.store.delete(key)
+        for key in list(self.store.keys(layout.ckpt_folder(self.prefix))):
+            number = key.rsplit("/", 1)[1].split(".")[0]
+            if number.isdigit() and int(number) > iteration:
+                self.store.delete(key)
+
     def previous_length(self, name: str, script: str | None, looked_at: int = 5) -> int:
         """The iterations the newest finished run of ``name`` with the same script recorded,
         among its ``looked_at`` newest runs (0: none)."""

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +40,7 @@ from flor.runtime.journal.conditions import Lookahead, lookup_frame
 from flor.runtime.journal.loop_scalars import LoopScalars
 from flor.runtime.journal.run_journal import RunJournal
 from flor.runtime.journal.stdout_capture import Streams
+from flor.runtime.loop.identity import new_meta, resumed_meta
 from flor.runtime.loop.session import Session, as_iterator, numeric_environment
 from flor.runtime.process.job import Feed, Job
 from flor.runtime.process.options import Options
@@ -69,15 +68,16 @@ class Recorder(Session):
         lookahead: Lookahead | None = None,
         watched: frozenset[str] | None = None,
         job: Job | None = None,
+        continues: RunMeta | None = None,
     ) -> None:
-        """``streams``: the standard streams, tagged (released at close); ``lookahead``: the
-        loop's own periodic tests, where checkpoints are preferred;
-        ``watched``: the loop's counters, whose values are noted (None: any int or bool);
-        ``job``: the job this process is a rank of (None: torchrun's, if any)."""
+        """``streams``: stdout, tagged (released at close); ``lookahead``: the loop's own
+        periodic tests, where checkpoints are preferred; ``watched``: the loop's counters,
+        noted (None: any int or bool); ``job``: this process's (None: torchrun's, if any);
+        ``continues``: the run this one goes on with, after ``options.resume_from``."""
         super().__init__(options, store, reporter)
         self.job = job  # of a torchrun or mp.spawn job: its rank (launch.start reads it)
         self._alone = self.job is None  # no ranks to decide checkpoints in step with
-        proposed = layout.new_id()
+        proposed = continues.run_id if continues is not None else layout.new_id()
         self.run_id = self.job.agree("run", proposed) if self.job else proposed
         self.rank = self.job.rank if self.job else 0
         self.prefix = layout.rank_prefix(layout.run_prefix(options.name, self.run_id), self.rank)
@@ -114,32 +114,26 @@ class Recorder(Session):
         self._committed.set_result(None)
         self._closed = False
         self._left = False  # the last loop was left before its end
-        self.meta = self._initial_meta()
-        self.journal.start(self.meta, self._read_source(), options.original, options.project)
+        self._begin(continues)
         self._alive = self.journal.keep_alive()
         self.streams = streams
         self.stdout = streams.stdout  # kept per iteration, shown later
         atexit.register(self.close)
 
-    def _initial_meta(self) -> RunMeta:
-        return RunMeta(
-            name=self.options.name,
-            run_id=self.run_id,
-            script=self.options.script,
-            argv=tuple(self.options.argv if self.options.argv is not None else sys.argv),
-            cwd=os.getcwd(),
-            started=time.time(),
-            python=platform.python_version(),
-            platform=platform.platform(),
-            epsilon=self.options.epsilon,
-            storage_budget=self.options.storage.text,
-            instrumented=self.options.original is not None,
-            module=self.options.module,
-            rank=self.rank,
-            world_size=self.job.world_size if self.job else 1,
-            launcher=self.job.launcher if self.job else None,
-            git_commit=_git_commit(self.options.script),
-        )
+    def _begin(self, continues: RunMeta | None) -> None:
+        """The run's metadata and sources: a new run's, or those of the run it continues
+        after iteration ``resume_from`` (what it journaled past that is dropped: this
+        recording journals those iterations again; its sources stay)."""
+        options = self.options
+        if continues is None:
+            self.meta = new_meta(options, self.run_id, self.rank, self.job)
+            self.journal.start(self.meta, self._read_source(), options.original, options.project)
+            return
+        after = options.resume_from or 0
+        self.meta = resumed_meta(continues, options, after)
+        self.journal.drop_after(after)
+        self.journal.write_meta(self.meta)
+        self.next_iteration = after + 1
 
     def _read_source(self) -> str:
         if self.options.source is not None:
@@ -156,8 +150,11 @@ class Recorder(Session):
             return ""
 
     # -- the main loop -------------------------------------------------------------
-    def main_loop(self, iterable: Any) -> Iterator[Any]:
+    def main_loop(self, iterable: Any, depth: int = 1) -> Iterator[Any]:
+        """``depth``: how far up the user's loop frame is (2: under a resumed run's)."""
         loop, first = self.loops, self.next_iteration
+        if self.options.resume_from is not None and loop == 0:
+            first = 0  # the loop the run began: its iterations so far are restored, not run
         self.loops += 1
         if loop == 0:
             self.meta = self.meta.updated(numerics=numeric_environment())
@@ -168,7 +165,7 @@ class Recorder(Session):
         status = "closed"  # break, or an exception in the loop body, closes the generator
         try:
             for value in iterator:
-                self._turn(value, sys._getframe(1))
+                self._turn(value, sys._getframe(depth))
                 yield value
             status = "exhausted"
         finally:
@@ -541,17 +538,3 @@ class Recorder(Session):
 
 def _succeeded(future: Future[Written]) -> bool:
     return future.done() and not future.cancelled() and future.exception() is None
-
-
-def _git_commit(script: str | None) -> str | None:
-    """The commit of the repository the script lives in, if any (for run identity)."""
-    import subprocess
-
-    folder = os.path.dirname(os.path.abspath(script)) if script else os.getcwd()
-    try:
-        out = subprocess.run(
-            ["git", "-C", folder, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None

@@ -37,3 +37,4 @@ class Options:
     spawned: bool = False  # the main loop runs in the processes the script's mp.spawn starts
     rank: int | None = None  # replay: which rank of a distributed run (--rank)
     segments_from_env: bool = False  # replay: torchrun's RANK/WORLD_SIZE name segments
+    resume_from: int | None = None  # record: go on with run ``run_id`` after this iteration

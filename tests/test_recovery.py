@@ -1,0 +1,141 @@
+"""Resuming a run that did not finish: `flor run --resume` goes on from its last checkpoint.
+
+Each shape is recorded until a SIGKILL right after one of its backward passes (chosen per
+shape, 40-80% of the way), then the same command with `--resume` finishes it. Ground truth is
+a plain run: what the resumed process prints after its set-up output ends the plain run's
+output, its modules end in the same state (a line the script prints at its end hashes every
+module alive), the backward passes before the resume point are not run again (counted), and
+the run is one complete run that replays exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, Flor
+
+pytestmark = pytest.mark.slow
+
+SHAPES = [
+    "plain/epoch_inline.py",  # an epoch loop, the batch loop inline
+    "plain/while_true_steps.py",  # nanoGPT's `while True` step loop, broken out of
+    "plain/trainer_class.py",  # the loop in a trainer class's method
+    "plain/gan.py",  # two models, two optimizers
+    "fidelity/dqn_steps.py",  # a step loop with a replay buffer filled outside the update
+    "fidelity/loader_position.py",  # data-loader iterators that persist across epochs
+    "plain/reinforce.py",  # an `itertools.count()` loop of episodes, ended by a break
+]
+
+
+# Appended to each shape: every module's state, hashed, once the script is done.
+HASHED = """
+import gc as _gc, hashlib as _hashlib, torch as _torch
+print("modules", sorted(
+    _hashlib.sha256(b"".join(v.detach().numpy().tobytes() for _, v in sorted(m.state_dict().items()))).hexdigest()[:12]
+    for m in _gc.get_objects() if isinstance(m, _torch.nn.Module) and not list(m.children())
+))
+"""
+
+
+def _shape(f: Flor, shape: str, source: str | None = None) -> Path:
+    """The shape's script in the work dir, ending with the line that hashes its modules."""
+    script = f.work / shape.split("/")[1]
+    text = (SCRIPTS / shape).read_text() if source is None else source
+    text = text.replace(
+        "    Trainer(epochs=6).fit()", "    trainer = Trainer(epochs=6)\n    trainer.fit()"
+    )
+    script.write_text(text + HASHED)
+    return script
+
+
+def _run(f: Flor, tag: str, args: tuple[str, ...], hand: bool = False, **env: str):
+    proc, backwards = f.counting_backwards(tag, args, hand, check=False, **env)
+    hashed = [line for line in proc.stdout.splitlines() if line.startswith("modules [")]
+    return proc, backwards, hashed[0] if hashed else None
+
+
+def _after_setup(resumed: str, plain: str) -> str:
+    """What the resumed process printed once its set-up output (the plain run's start)
+    ended."""
+    common = 0
+    while common < min(len(resumed), len(plain)) and resumed[common] == plain[common]:
+        common += 1
+    start = resumed.rfind("\n", 0, common) + 1  # back to a whole line
+    return resumed[start:]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_killed_run_resumes_to_what_an_uninterrupted_run_gives(
+    flor_env: Flor, shape: str
+) -> None:
+    f = flor_env
+    script = _shape(f, shape)
+    plain, total, plain_hashes = _run(f, "plain", (str(script),), hand=True)
+    assert plain.returncode == 0 and plain_hashes
+    kill_at = int(total * random.Random(shape).uniform(0.4, 0.8))
+    command = ("run", "--name", "exp", "--resume", script.name)
+    killed, _, _ = _run(f, "killed", command, FLOR_EPSILON="1e9", KILL_AT_BACKWARD=str(kill_at))
+    assert killed.returncode == -9, killed.stderr
+    assert "no unfinished run of exp" in killed.stderr
+
+    resumed, backwards, hashes = _run(f, "resumed", command, FLOR_EPSILON="1e9")
+    assert resumed.returncode == 0, resumed.stderr
+    at = int(re.search(r"from its checkpoint at iteration (\d+)", resumed.stderr).group(1))
+    tail = _after_setup(resumed.stdout, plain.stdout)
+    assert tail and plain.stdout.endswith(tail)
+    assert hashes == plain_hashes  # every module's final state, bit for bit
+    iterations = int(re.search(r"iterations +(\d+)", f.cli("show", "exp").stdout).group(1))
+    if total % iterations == 0:  # as many passes in every iteration: those up to `at` skipped
+        assert backwards == total - (at + 1) * total // iterations, (backwards, total, at)
+    else:  # a step loop updating now and then: fewer than all (what the skipped steps did)
+        assert backwards < total, (backwards, total, at)
+
+    (run,) = [line for line in f.cli("ls").stdout.splitlines() if line.startswith("exp ")]
+    assert "finished" in run and "resumed 1x" in run
+    assert f"resumed      at iteration {at + 1}" in f.cli("show", "exp").stdout
+    assert f.cli("replay", "--name", "exp").stdout == plain.stdout
+
+
+def test_a_second_kill_and_a_crash_fixed_resume_the_same_run(flor_env: Flor) -> None:
+    """Killed twice, then finished: one run, resumed twice. A run whose script raised,
+    resumed once the bug is fixed (an edit that leaves training alone)."""
+    f = flor_env
+    source = (SCRIPTS / "plain/epoch_inline.py").read_text()
+    script = _shape(f, "plain/epoch_inline.py")
+    plain, total, plain_hashes = _run(f, "plain", (str(script),), hand=True)
+    command = ("run", "--name", "exp", "--resume", script.name)
+    for tag, kill_at in (("first", total // 3), ("second", 2 * total // 3)):
+        killed, _, _ = _run(f, tag, command, FLOR_EPSILON="1e9", KILL_AT_BACKWARD=str(kill_at))
+        assert killed.returncode == -9
+    # the second kill came during the resumed part: it counted its own backward passes
+    resumed, _, hashes = _run(f, "third", command, FLOR_EPSILON="1e9")
+    assert resumed.returncode == 0 and hashes == plain_hashes
+    assert len(f.cli("ls").stdout.splitlines()) == 2  # the header, one run
+    assert "resumed 2x" in f.cli("ls").stdout
+
+    bug = source.replace("    model.eval()\n", "    model.eval()\n    assert epoch != 3, 'bug'\n")
+    _shape(f, "plain/epoch_inline.py", bug)
+    crashed = f.cli("run", "--name", "bug", "--resume", script.name, check=False)
+    assert crashed.returncode == 1 and "AssertionError: bug" in crashed.stderr
+    _shape(f, "plain/epoch_inline.py", source)  # fixed
+    fixed, _, hashes = _run(f, "fixed", ("run", "--name", "bug", "--resume", script.name))
+    assert fixed.returncode == 0 and hashes == plain_hashes
+    assert plain.stdout.endswith(_after_setup(fixed.stdout, plain.stdout))
+
+
+def test_an_edit_to_the_training_is_refused_and_nothing_changes(flor_env: Flor) -> None:
+    f = flor_env
+    script = f.work / "epoch_inline.py"
+    source = (SCRIPTS / "plain/epoch_inline.py").read_text()
+    script.write_text(source)
+    command = ("run", "--name", "exp", "--resume", script.name)
+    f.counting_backwards("killed", command, check=False, KILL_AT_BACKWARD="25")
+    before = sorted(p.name for p in f.latest_run("exp").rglob("*"))
+    script.write_text(source.replace("optimizer.step()", "optimizer.step()\n        total += 0"))
+    refused = f.cli(*command, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].startswith("flor: error: the script changed")
+    assert sorted(p.name for p in f.latest_run("exp").rglob("*")) == before
