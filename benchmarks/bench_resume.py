@@ -41,7 +41,12 @@ def timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str, 
 def killed_after(args: list[str], env: dict[str, str], cwd: Path, epoch: int) -> None:
     """Start ``args``; SIGKILL it once it printed epoch ``epoch`` (and a moment passed)."""
     proc = subprocess.Popen(
-        [sys.executable, *args], env=env, cwd=cwd, stdout=subprocess.PIPE, text=True
+        [sys.executable, *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -153,7 +153,7 @@ class Flor:
         folder.mkdir()
         extra = {"COUNT_BACKWARDS_DIR": str(folder), "PYTHONPATH": str(COUNTING), **env}
         if hand:
-            return _counted(folder, self.python(Path(args[0]), *args[1:], **extra))
+            return _counted(folder, self.python(Path(args[0]), *args[1:], check=check, **extra))
         if torchrun:
             return _counted(folder, self.torchrun("-m", "flor.cli", *args, **extra))
         return _counted(folder, self.cli(*args, check=check, **extra))

@@ -139,3 +139,22 @@ def test_an_edit_to_the_training_is_refused_and_nothing_changes(flor_env: Flor) 
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1].startswith("flor: error: the script changed")
     assert sorted(p.name for p in f.latest_run("exp").rglob("*")) == before
+
+
+def test_a_hand_annotated_run_resumes_with_flor_resume(flor_env: Flor) -> None:
+    """`python train.py --flor NAME` with FLOR_RESUME=1: the same as `flor run --resume`."""
+    f = flor_env
+    source = (SCRIPTS / "trainer_method.py").read_text()
+    source = source.replace("    Trainer().fit(6)", "    trainer = Trainer()\n    trainer.fit(6)")
+    script = f.work / "trainer_method.py"
+    script.write_text(source + HASHED)
+    plain, total, plain_hashes = _run(f, "plain", (str(script),), hand=True)
+    args = (str(script), "--flor", "hand")
+    env = {"FLOR_RESUME": "1", "FLOR_EPSILON": "1e9"}
+    killed, _, _ = _run(f, "killed", args, hand=True, KILL_AT_BACKWARD=str(total // 2), **env)
+    assert killed.returncode == -9
+    resumed, backwards, hashes = _run(f, "resumed", args, hand=True, **env)
+    assert resumed.returncode == 0 and hashes == plain_hashes, resumed.stderr
+    assert "resuming hand/" in resumed.stderr and backwards < total
+    assert plain.stdout.endswith(_after_setup(resumed.stdout, plain.stdout))
+    assert "resumed 1x" in f.cli("ls").stdout

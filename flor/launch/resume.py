@@ -76,12 +76,9 @@ def _may_be_recording(store: Store, run: runs.RecordedRun) -> bool:
     if run.meta.host == platform.node() and run.meta.pid:
         try:
             os.kill(run.meta.pid, 0)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone (or another user's now)
             return False
-        except PermissionError:  # another user's process now
-            return False
-        return run.meta.pid != os.getpid()
-    return runs.recording(store, run)
+    return runs.recording(store, run)  # alive here, and beating (not a reused pid); elsewhere
 
 
 class Resumer(Session):

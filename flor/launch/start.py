@@ -3,8 +3,9 @@
 The ``flor`` command calls ``start`` with what it parsed. ``import flor`` calls
 ``activate_from_process``, which reads what a hand-annotated script was given:
 the legacy flags ``--flor NAME`` and ``--replay_flor [I/N]`` (removed from
-``sys.argv`` before the script's own parser runs), ``FLOR_EPSILON`` and
-``FLOR_ITERATIONS``, and the store's variables. Without the flags flor is off.
+``sys.argv`` before the script's own parser runs), ``FLOR_EPSILON``,
+``FLOR_ITERATIONS``, ``FLOR_RESUME`` (1: as ``flor run --resume``), and the store's
+variables. Without the flags flor is off.
 
 It builds a record session or a replay session, so it sits on the replay floor,
 the lowest that sees both; the runtime only holds what it installs.
@@ -16,6 +17,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
@@ -218,7 +220,13 @@ def activate_from_process() -> None:
         settings = StoreSettings.from_env(os.environ)
         recording = options.mode == "record"
         store = runs.open_store(None, settings, warn=reporter.warn, spool=recording)
-        start(options, store, reporter)
+        resumed = None
+        if recording and os.environ.get("FLOR_RESUME", "") not in ("", "0"):
+            from flor.launch.resume import unfinished
+
+            asked = replace(options, argv=tuple(sys.argv))
+            resumed = unfinished(store, asked, reporter.say)
+        start(options, store, reporter, recorded=resumed)
     except FlorError as e:
         reporter.error(e.message)
         raise SystemExit(e.exit_code) from None
