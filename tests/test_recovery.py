@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,18 @@ def _after_setup(resumed: str, plain: str) -> str:
     return resumed[start:]
 
 
+def killed_twice(
+    f: Flor, command: tuple[str, ...], total: int, between: Callable[[], object] = lambda: None
+) -> None:
+    """``command`` killed a third and two thirds of the way (``total`` backward passes); the
+    second kill comes in the resumed part, which counts its own passes. ``between`` runs
+    after each kill."""
+    for tag, kill_at in (("first", total // 3), ("second", 2 * total // 3)):
+        killed, _, _ = _run(f, tag, command, FLOR_EPSILON="1e9", KILL_AT_BACKWARD=str(kill_at))
+        assert killed.returncode == -9
+        between()
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_a_killed_run_resumes_to_what_an_uninterrupted_run_gives(
     flor_env: Flor, shape: str
@@ -107,10 +120,7 @@ def test_a_second_kill_and_a_crash_fixed_resume_the_same_run(flor_env: Flor) -> 
     script = _shape(f, "plain/epoch_inline.py")
     plain, total, plain_hashes = _run(f, "plain", (str(script),), hand=True)
     command = ("run", "--name", "exp", "--resume", script.name)
-    for tag, kill_at in (("first", total // 3), ("second", 2 * total // 3)):
-        killed, _, _ = _run(f, tag, command, FLOR_EPSILON="1e9", KILL_AT_BACKWARD=str(kill_at))
-        assert killed.returncode == -9
-    # the second kill came during the resumed part: it counted its own backward passes
+    killed_twice(f, command, total)
     resumed, _, hashes = _run(f, "third", command, FLOR_EPSILON="1e9")
     assert resumed.returncode == 0 and hashes == plain_hashes
     assert len(f.cli("ls").stdout.splitlines()) == 2  # the header, one run

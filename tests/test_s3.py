@@ -297,16 +297,13 @@ def _cache_parts(f: Flor) -> list[str]:
 def test_a_requeued_job_s_one_command_finishes_one_run_on_s3(s3_flor: Flor) -> None:
     """The same `flor run --resume` three times, killed twice (SIGKILL after a backward
     pass), the local cache deleted before each next attempt: one run, complete, exact."""
-    from test_recovery import _run, _shape
+    from test_recovery import _run, _shape, killed_twice
 
     f = s3_flor
     script = _shape(f, "plain/epoch_inline.py")
     plain, total, plain_hashes = _run(f, "plain", (str(script),), hand=True)
     command = ("run", "--name", "job", "--resume", script.name)
-    for tag, kill_at in (("first", total // 3), ("second", 2 * total // 3)):
-        killed, _, _ = _run(f, tag, command, FLOR_EPSILON="1e9", KILL_AT_BACKWARD=str(kill_at))
-        assert killed.returncode == -9
-        shutil.rmtree(cache(f), ignore_errors=True)  # the next attempt runs elsewhere
+    killed_twice(f, command, total, lambda: shutil.rmtree(cache(f), ignore_errors=True))
     done, _, hashes = _run(f, "third", command, FLOR_EPSILON="1e9")
     assert done.returncode == 0 and hashes == plain_hashes
     assert "resumed 2x" in f.cli("ls").stdout and len(f.cli("ls").stdout.splitlines()) == 2
