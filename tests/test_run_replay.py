@@ -281,3 +281,59 @@ def test_plan_and_replay_say_alike_which_blocks_run_and_why(flor_env: Flor) -> N
     assert "1 restored" in replayed.stderr and "5 re-executed" in replayed.stderr
     assert "(5 without a checkpoint)" in replayed.stderr
     assert f.replays("exp")[-1]["reexecuted"] == {str(g): why for g, why in planned.items()}
+
+
+LOGS_TO_STDERR = """
+import logging, sys
+import torch
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+log = logging.getLogger("train")
+torch.manual_seed(0)
+X = torch.randn(64, 4); y = (X.sum(1) > 0).long()
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+log.info("starting")
+for epoch in range(4):
+    for i in range(0, 64, 16):
+        loss = torch.nn.functional.cross_entropy(model(X[i:i+16]), y[i:i+16])
+        opt.zero_grad(); loss.backward(); opt.step()
+        if i == 32:
+            log.info(f"epoch {epoch} batch {i} loss {loss.item():.4f}")
+            print(f"raw stderr {epoch}", file=sys.stderr)
+    print(f"epoch {epoch} loss {loss.item():.4f}")
+    log.warning(f"epoch {epoch} done")
+log.info("finished")
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "restore"),
+    [
+        ('    print("norm", round(model.weight.norm().item(), 4))\n', "always"),
+        ('    if epoch == 2: print("norm", round(model.weight.norm().item(), 4))\n', "auto"),
+    ],
+    ids=["restored", "echoed"],
+)
+def test_what_restored_blocks_logged_to_stderr_is_replayed(
+    flor_env: Flor, edit: str, restore: str
+) -> None:
+    """Lines a block wrote through `logging` and to stderr, replayed in order where the block
+    is restored (or its whole iteration echoed): the replay's stderr is a plain run's, flor's
+    own lines aside."""
+    f = flor_env
+    script = f.work / "logs.py"
+    script.write_text(LOGS_TO_STDERR)
+    f.cli("run", "--name", "logs", "logs.py", FLOR_EPSILON="1e9")
+    script.write_text(
+        LOGS_TO_STDERR.replace(
+            '    print(f"epoch {epoch} loss', edit + '    print(f"epoch {epoch} loss'
+        )
+    )
+    plain = f.python(script)
+    replayed, backwards = f.counting_backwards(
+        "r", ("replay", "--name", "logs", "--restore", restore)
+    )
+    assert replayed.stdout == plain.stdout
+    ours = [line for line in replayed.stderr.splitlines() if not line.startswith("flor: ")]
+    assert ours == plain.stderr.splitlines() and "raw stderr 3" in ours
+    assert backwards <= 4  # restored or echoed, not re-trained (one iteration's 4 at most)

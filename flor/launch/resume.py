@@ -95,7 +95,9 @@ class Resumer(Session):
     ) -> None:
         super().__init__(options, store, reporter)
         replaying = replace(options, mode="replay", run_id=recorded.run_id, resume_from=None)
-        self.replayer = Replayer(replaying, store, reporter, Streams(stderr=True), None, recorded)
+        self.replayer = Replayer(
+            replaying, store, reporter, Streams(keep_stderr=False), None, recorded
+        )
         changed = sorted(self.replayer.probed)
         if changed:
             self.replayer.release()

@@ -72,7 +72,7 @@ def start(
         lookahead, watched = _recording_hints(loop)
 
         def recorder(options: Options, continues: RunMeta | None = None) -> Recorder:
-            streams = Streams(stderr=False)
+            streams = Streams(keep_stderr=True)  # a restored block's stderr is replayed
             return Recorder(options, store, reporter, streams, lookahead, watched, job, continues)
 
         if recorded is not None:  # a run that did not finish, resumed
@@ -82,7 +82,7 @@ def start(
         return context.install(recorder(options))
     from flor.replay.session import Replayer
 
-    streams = Streams(stderr=True)  # quiet while a replay rebuilds state
+    streams = Streams(keep_stderr=False)
     return context.install(Replayer(options, store, reporter, streams, job, recorded))
 
 

@@ -90,7 +90,6 @@ class Replayer(Session):
         always = options.restore_always or self.run.meta.world_size > 1
         self.restore_cost = RestoreCost(self.run.meta, always)
         self.replay_id = options.replay_id or runs.new_id()
-        assert streams.stderr is not None  # a replay quiets both while it rebuilds state
         self.streams, self.stdout, self.stderr = streams, streams.stdout, streams.stderr
         self.tally = ReplayTally()
         # A sparse plan is final once the loop starts: its conditions may read names then bound.
@@ -274,6 +273,7 @@ class Replayer(Session):
         self.stdout.quiet = self.stderr.quiet = False
         self.stdout.bucket = g
         self.stdout.write(self.run.stdout.get(str(g), ""))
+        self.stderr.write(self.run.stderr.get(str(g), ""))
         self.tally.echoed += not run
 
     def _stop(self) -> None:
@@ -354,7 +354,9 @@ class Replayer(Session):
             return True
         self.tally.block(name, "")
         # An unchanged block run from the recorded state prints what it printed then.
-        self.stdout.write(self.run.commits[g].stdout.get(f"{g}:{name}/{occurrence}", ""))
+        key = f"{g}:{name}/{occurrence}"
+        self.stdout.write(self.run.commits[g].stdout.get(key, ""))
+        self.stderr.write(self.run.commits[g].stderr.get(key, ""))
         end = self.ends.get(name)
         if end is not None:  # `end(model, loss)` must evaluate although the block did not bind loss
             bind(frame, dict.fromkeys(unbound(frame, end.variables), UNBOUND))

@@ -62,6 +62,7 @@ class RecordedRun:
     timings: dict[int, float] = field(default_factory=dict)  # iteration -> seconds
     block_timings: dict[int, float] = field(default_factory=dict)  # iteration -> block seconds
     stdout: dict[str, str] = field(default_factory=dict)  # what each iteration printed
+    stderr: dict[str, str] = field(default_factory=dict)  # and wrote to stderr
     scalars: dict[int, Any] = field(default_factory=dict)  # iteration -> its loop_scalars
     scalar_firsts: set[int] = field(default_factory=set)  # each entry's first (whole) one
     project: tuple[ProjectFile, ...] = ()  # the other project files the script imported
@@ -234,6 +235,7 @@ def _load_journal(store: Store, name: str, run_id: str, rank: int) -> RecordedRu
         run.timings.update(entry.timings)
         run.block_timings.update(entry.block_timings)
         run.stdout.update(entry.stdout)
+        run.stderr.update(entry.stderr)
         run.scalars.update(entry.scalars)
         if entry.scalars:
             run.scalar_firsts.add(min(entry.scalars))

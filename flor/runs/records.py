@@ -219,7 +219,8 @@ class Commit(_Record):
     block_timings: Mapping[int, float] = field(default_factory=dict)  # of which in blocks
     scalars: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # loop_scalars
     called: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # block -> callbacks run
-    _newer = frozenset({"scalars", "called"})
+    stderr: Mapping[str, str] = field(default_factory=dict)  # as stdout
+    _newer = frozenset({"scalars", "called", "stderr"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
@@ -243,7 +244,8 @@ class LoopEnd(_Record):
     block_timings: Mapping[int, float] = field(default_factory=dict)
     scalars: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
     called: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # as a Commit's
-    _newer = frozenset({"scalars", "called"})
+    stderr: Mapping[str, str] = field(default_factory=dict)
+    _newer = frozenset({"scalars", "called", "stderr"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Standard output, tagged by iteration (and block) as it passes through.
+"""Standard output and error, tagged by iteration (and block) as they pass through.
 
 The stream passes writes through unchanged, except while ``quiet`` (a replay
 rebuilding state, or past the end of its segment). It keeps what it passed
@@ -17,20 +17,26 @@ from typing import Any, TextIO
 
 
 class TaggedStream(io.TextIOBase):
-    def __init__(self, stream: TextIO, keep: bool) -> None:
+    def __init__(self, stream: TextIO, keep: bool, follows: TaggedStream | None = None) -> None:
+        """``follows``: the stream whose bucket this one's writes go to (stderr, stdout's)."""
         self.stream = stream
         self.keep = keep
         self.quiet = False
+        self.follows = follows
         # Where the next write goes: a name, an iteration, or (iteration, block, occurrence)
         # for a block's text. Set every iteration: formatted only when something is written.
         self.bucket: str | int | tuple[int, str, int] = "pre"
         self.buckets: dict[str, list[str]] = {}
 
+    def write_untagged(self, s: str) -> int:
+        """Passed through, not kept: flor's own lines (the ``Reporter``'s), never replayed."""
+        return len(s) if self.quiet else self.stream.write(s)
+
     def write(self, s: str) -> int:
         if self.quiet:
             return len(s)
         if self.keep:
-            tag = self.bucket
+            tag = self.bucket if self.follows is None else self.follows.bucket
             if type(tag) is tuple:  # the iteration's text stays whole, in order: a replay
                 iteration, block, occurrence = tag  # may echo it
                 self.buckets.setdefault(f"{iteration}:{block}/{occurrence}", []).append(s)
@@ -68,20 +74,20 @@ class TaggedStream(io.TextIOBase):
 
 
 class Streams:
-    """``sys.stdout`` (and, for a replay, ``sys.stderr``) tagged while a session runs, and put
-    back when it closes: whoever starts the session installs them, the session releases them."""
+    """``sys.stdout`` and ``sys.stderr`` tagged while a session runs (stderr in stdout's
+    buckets), and put back when it closes: whoever starts the session installs them, the
+    session releases them. A recording keeps both (``keep_stderr``); a replay only stdout,
+    for its record."""
 
-    def __init__(self, stderr: bool) -> None:
+    def __init__(self, keep_stderr: bool) -> None:
         self._original = (sys.stdout, sys.stderr)
         self.stdout = TaggedStream(sys.stdout, keep=True)
-        self.stderr = TaggedStream(sys.stderr, keep=False) if stderr else None
-        sys.stdout = self.stdout
-        if self.stderr is not None:
-            sys.stderr = self.stderr
+        self.stderr = TaggedStream(sys.stderr, keep=keep_stderr, follows=self.stdout)
+        sys.stdout, sys.stderr = self.stdout, self.stderr
 
     def release(self) -> None:
         """The process's own streams again, where nobody replaced ours meanwhile."""
         if sys.stdout is self.stdout:
             sys.stdout = self._original[0]
-        if self.stderr is not None and sys.stderr is self.stderr:
+        if sys.stderr is self.stderr:
             sys.stderr = self._original[1]

@@ -70,7 +70,7 @@ class Recorder(Session):
         job: Job | None = None,
         continues: RunMeta | None = None,
     ) -> None:
-        """``streams``: stdout, tagged (released at close); ``lookahead``: the loop's own
+        """``streams``: stdout and stderr, tagged (released at close); ``lookahead``: the loop's own
         periodic tests, where checkpoints are preferred; ``watched``: the loop's counters,
         noted (None: any int or bool); ``job``: this process's (None: torchrun's, if any);
         ``continues``: the run this one goes on with, after ``options.resume_from``."""
@@ -117,7 +117,7 @@ class Recorder(Session):
         self._begin(continues)
         self._alive = self.journal.keep_alive()
         self.streams = streams
-        self.stdout = streams.stdout  # kept per iteration, shown later
+        self.stdout, self.stderr = streams.stdout, streams.stderr  # kept per iteration
         atexit.register(self.close)
 
     def _begin(self, continues: RunMeta | None) -> None:
@@ -261,7 +261,7 @@ class Recorder(Session):
     def _submit_commit(self, g: int, blocks: dict[str, Future[Written]], preferred: bool) -> None:
         """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
         timings, block_timings = self.clock.take()
-        stdout = self.stdout.take_iterations(g)
+        stdout, stderr = self.stdout.take_iterations(g), self.stderr.take_iterations(g)
         logs, self.logs = self.logs, []
         scalars = self.scalars.take()
         called = self.take_called()
@@ -271,7 +271,7 @@ class Recorder(Session):
             entries = {label: f.result().entry for label, f in blocks.items()}
             start = time.thread_time()
             changes = scalars.changes()
-            commit = Commit(g, entries, stdout, timings, block_timings, changes, called)
+            commit = Commit(g, entries, stdout, timings, block_timings, changes, called, stderr)
             self.journal.commit(commit, logs)
             if blocks:
                 # Journaling the iterations since the last entry is the journal's cost, not
@@ -325,6 +325,7 @@ class Recorder(Session):
     def _end_loop(self, loop: int, first: int, status: str) -> None:
         timings, block_timings = self.clock.take()
         stdout = self.stdout.take_iterations(self.next_iteration)
+        stderr = self.stderr.take_iterations(self.next_iteration)
         end = LoopEnd(
             loop,
             first,
@@ -335,6 +336,7 @@ class Recorder(Session):
             block_timings,
             self.scalars.take().changes(),
             self.take_called(),
+            stderr,
         )
         logs, self.logs = self.logs, []
         self._journaled = self.next_iteration - 1

@@ -25,8 +25,9 @@ class Reporter:
     def write(self, text: str) -> None:
         """Text as it is (a user's traceback)."""
         stream = self._stream or sys.stderr
+        write = getattr(stream, "write_untagged", stream.write)  # never kept as the script's
         with self._lock:
-            stream.write(text)
+            write(text)
             stream.flush()
 
     def say(self, message: str) -> None:
