@@ -169,9 +169,7 @@ def _unfinished(store: Store, options: Options, reporter: Reporter) -> runs.Reco
     arguments, if it did not finish."""
     from flor.launch.resume import unfinished
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise FlorError("cannot-resume", "--resume resumes a run of one process (not torchrun's)")
-    return unfinished(store, options, reporter.say)
+    return unfinished(store, options, reporter.say, os.environ)
 
 
 def _refuse_sharded(files: dict[str, str]) -> None:

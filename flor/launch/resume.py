@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from flor.runs.records import RunMeta
 from flor.runtime.journal.stdout_capture import Streams
 from flor.runtime.loop.recorder import Recorder
 from flor.runtime.loop.session import Session, as_iterator
+from flor.runtime.process.job import Job
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.runtime.state.scope import Frame
@@ -34,11 +35,14 @@ from flor.store import Store
 
 
 def unfinished(
-    store: Store, options: Options, say: Callable[[str], None]
+    store: Store, options: Options, say: Callable[[str], None], environ: Mapping[str, str]
 ) -> runs.RecordedRun | None:
     """The newest run of ``options``' name, script and arguments if it did not finish and
     has a checkpoint to go on from (None, said, where not: a new run is recorded); a
-    one-line error if it may still be recording, or cannot be resumed."""
+    one-line error if it may still be recording, or cannot be resumed, or this process is a
+    rank of a torchrun job (``environ``)."""
+    if Job.from_env(environ) is not None:
+        raise FlorError("cannot-resume", "--resume resumes a run of one process (not torchrun's)")
     script, argv = options.script, tuple(options.argv or ())[1:]
     for run_id in reversed(runs.list_runs(store, options.name)):
         head = runs.load_head(store, options.name, run_id)

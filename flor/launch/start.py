@@ -225,7 +225,7 @@ def activate_from_process() -> None:
             from flor.launch.resume import unfinished
 
             asked = replace(options, argv=tuple(sys.argv))
-            resumed = unfinished(store, asked, reporter.say)
+            resumed = unfinished(store, asked, reporter.say, os.environ)
         start(options, store, reporter, recorded=resumed)
     except FlorError as e:
         reporter.error(e.message)

@@ -44,10 +44,13 @@ def rows(store: Store, run: RecordedRun) -> list[tuple[str, Any]]:
     ]
 
 
-def status_text(run: RecordedRun) -> str:
+def status_text(run: RecordedRun, detail: bool = True) -> str:
     """How the run ended: finished (with or without a loop), failed (with its exit status,
-    and the iteration its loop stopped in, where an exception left it), or not at all."""
+    and the iteration its loop stopped in, where an exception left it), or not at all.
+    ``detail=False``: the word alone (``flor ls``)."""
     meta = run.meta
+    if not detail:
+        return meta.status if meta.status != "running" or run.complete else "incomplete"
     if meta.status == "failed":
         where = ""
         if run.loops and run.loops[-1].status == "closed" and run.loops[-1].count > 0:
@@ -145,7 +148,7 @@ def listing(store: Store) -> list[str]:
     for name in list_experiments(store):
         for run_id in list_runs(store, name):
             run = load_run(store, name, run_id)
-            s, status = summary(store, run), status_text(run).split(" (")[0]
+            s, status = summary(store, run), status_text(run, detail=False)
             status += f", resumed {len(run.meta.resumed)}x" if run.meta.resumed else ""
             lines.append(
                 f"{name:<20} {run_id:<24} {when(s.get('started')):<19} {s['iterations']:>5} "
