@@ -310,7 +310,7 @@ log.info("finished")
     ("edit", "restore"),
     [
         ('    print("norm", round(model.weight.norm().item(), 4))\n', "always"),
-        ('    if epoch == 2: print("norm", round(model.weight.norm().item(), 4))\n', "auto"),
+        ('    if epoch == 2: print("norm", round(model.weight.norm().item(), 4))\n', "always"),
     ],
     ids=["restored", "echoed"],
 )
