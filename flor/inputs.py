@@ -49,6 +49,19 @@ def parse_segment(text: str) -> tuple[int, int]:
     return i, n
 
 
+def parse_fork_point(text: str) -> tuple[str, int]:
+    """``"RUN@K"`` -> ``(RUN, K)``: a recorded run (its id, or ``latest``) and one of its
+    iterations; a one-line FlorError for anything else."""
+    run, at, iteration = text.strip().rpartition("@")
+    if not at or not run or not iteration.isdigit():
+        raise FlorError(
+            "bad-fork",
+            f"--from {text!r}: give RUN@ITERATION, a run of the experiment (its id, or latest) "
+            "and one of its checkpointed iterations (e.g. latest@9)",
+        )
+    return run, int(iteration)
+
+
 def check_name(name: str) -> str:
     if not _NAME.match(name):
         raise FlorError("bad-name", f"run name {name!r} must be letters, digits, '.', '_' or '-'")

@@ -128,7 +128,9 @@ def _exported(f: Flor, ids: list[str], frame: object) -> None:
     assert steps == [0, 1, 2, 3]
     f.cli("export", "mv", "--runs", "latest:2", "--format", "csv", "-o", "mv.csv")
     lines = (f.work / "mv.csv").read_text().splitlines()
-    assert lines[0] == "experiment,run_id,version,source,replay_id,iteration,step,name,value"
+    assert lines[0].startswith(
+        "experiment,run_id,version,source,replay_id,iteration,step,name,value"
+    )
     assert len(lines) == 1 + 8 and all(ids[3] in x or ids[4] in x for x in lines[1:])
 
 

@@ -92,7 +92,7 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_run_gives(
     command = ("run", "--name", "exp", "--resume", script.name)
     killed, _, _ = _run(f, "killed", command, FLOR_EPSILON="1e9", KILL_AT_BACKWARD=str(kill_at))
     assert killed.returncode == -9, killed.stderr
-    assert "no unfinished run of exp" in killed.stderr
+    assert "no run of exp with this script and arguments yet" in killed.stderr
 
     resumed, backwards, hashes = _run(f, "resumed", command, FLOR_EPSILON="1e9")
     assert resumed.returncode == 0, resumed.stderr

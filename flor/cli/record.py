@@ -11,7 +11,14 @@ import click
 from flor import runs
 from flor.cli.edge import SCRIPT_SETTINGS, STARTED, Edge
 from flor.errors import FlorError
-from flor.inputs import DEFAULT_EPSILON, DEFAULT_STORAGE, check_name, parse_storage, read_script
+from flor.inputs import (
+    DEFAULT_EPSILON,
+    DEFAULT_STORAGE,
+    check_name,
+    parse_fork_point,
+    parse_storage,
+    read_script,
+)
 from flor.launch.project_files import ProjectFiles, module_script
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
@@ -107,6 +114,13 @@ def _write_tree(folder: str, files: ProjectFiles, result: ProjectInstrumented) -
     help="Go on with the newest run of NAME, SCRIPT and ARGS if it did not finish (killed, "
     "preempted, crashed), from its last checkpoint; else record a new run.",
 )
+@click.option(
+    "--from",
+    "fork_from",
+    metavar="RUN@ITERATION",
+    help="Fork: a new run of today's SCRIPT that goes on from run RUN of NAME (or latest) "
+    "at its checkpointed ITERATION; set-up values the script changed (a learning rate) win.",
+)
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
@@ -117,6 +131,7 @@ def run(
     storage: str,
     as_module: bool,
     resume: bool,
+    fork_from: str | None,
     script: str,
     args: tuple[str, ...],
 ) -> None:
@@ -125,7 +140,7 @@ def run(
 
     Everything after SCRIPT belongs to the script, unchanged. Replay runs it the same way.
     With --resume, the same command line continues a run that did not finish: a requeued
-    job's command.
+    job's command. With --from RUN@ITERATION, a new run starts from that checkpoint.
     """
     from flor.launch.record import Rewritten, instrumented_project, record_here
     from flor.launch.start import loop_tests
@@ -133,19 +148,15 @@ def run(
 
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
+    if resume and fork_from:
+        raise FlorError("bad-option", "--resume and --from: a run is resumed or forked, not both")
     budget = parse_storage(storage)
+    fork = parse_fork_point(fork_from) if fork_from else None
     module = script if as_module else None
     if module is not None:
         script = module_script(module)
     original = read_script(script)
-
-    def rewrite(reporter: Reporter) -> Rewritten:
-        rewritten = instrumented_project(script, original, reporter, module)
-        _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
-        found = loop_tests(os.path.abspath(script), rewritten.source, rewritten.project)
-        return replace(rewritten, loop=found)
-
-    rewritten = while_torch_imports(rewrite, edge.reporter)
+    store = edge.store(spool=True)
     options = Options(
         mode="record",
         name=check_name(name),
@@ -153,23 +164,36 @@ def run(
         storage=budget,
         script=os.path.abspath(script),
         module=module,
-        source=rewritten.source,
         original=original,
-        project=rewritten.project,
-        spawned=rewritten.spawned,
         argv=(script, *args),
     )
-    store = edge.store(spool=True)
-    resumed = _unfinished(store, options, edge.reporter) if resume else None
-    sys.exit(record_here(options, store, edge.reporter, STARTED, rewritten.loop, resumed))
+    recorded = _goes_on_from(store, options, edge.reporter, resume, fork)
+
+    def rewrite(reporter: Reporter) -> Rewritten:
+        rewritten = instrumented_project(script, original, reporter, module, recorded)
+        _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
+        found = loop_tests(os.path.abspath(script), rewritten.source, rewritten.project)
+        return replace(rewritten, loop=found)
+
+    rewritten = while_torch_imports(rewrite, edge.reporter)
+    options = replace(
+        options, source=rewritten.source, project=rewritten.project, spawned=rewritten.spawned
+    )
+    fork_at = fork[1] if fork else None
+    sys.exit(record_here(options, store, edge.reporter, STARTED, rewritten.loop, recorded, fork_at))
 
 
-def _unfinished(store: Store, options: Options, reporter: Reporter) -> runs.RecordedRun | None:
-    """What ``--resume`` goes on with: the newest run of the same name, script and
-    arguments, if it did not finish."""
-    from flor.launch.resume import unfinished
+def _goes_on_from(
+    store: Store, options: Options, reporter: Reporter, resume: bool, fork: tuple[str, int] | None
+) -> runs.RecordedRun | None:
+    """The run this recording goes on from, checked before any analysis (its blocks begin
+    where they did): with --from, the run forked; with --resume, the newest run of the same
+    name, script and arguments, if it did not finish."""
+    from flor.launch.resume import fork_point, unfinished
 
-    return unfinished(store, options, reporter.say, os.environ)
+    if fork is not None:
+        return fork_point(store, options.name, *fork)
+    return unfinished(store, options, reporter.say, os.environ) if resume else None
 
 
 def _refuse_sharded(files: dict[str, str]) -> None:

@@ -75,15 +75,17 @@ def record_here(
     started: float | None = None,
     loop: Hindsight | None = None,
     resumed: runs.RecordedRun | None = None,
+    fork_at: int | None = None,
 ) -> int:
     """Record ``options.script`` in this process; the exit status (the script's, or 2 if
     uploads failed). ``started``: when flor's start-up began, charged to the run's budget;
     ``loop``: the script's loop tests, found while torch imported; ``resumed``: the run
-    that did not finish this recording goes on with (``launch.resume``)."""
+    that did not finish this recording goes on with, or the run it forks at iteration
+    ``fork_at`` (``launch.resume``)."""
     torch_import = import_torch()  # first: the recorder imports it too
     from flor.runtime.loop.recorder import Recorder
 
-    session = start(options, store, reporter, loop=loop, recorded=resumed)
+    session = start(options, store, reporter, loop=loop, recorded=resumed, fork_at=fork_at)
     if started is not None and isinstance(session, Recorder):  # not a spawning parent
         session.charge_setup(max(time.perf_counter() - started - torch_import, 0.0))
     argv = list(options.argv or ())[1:]

@@ -1,4 +1,5 @@
-"""``flor run --resume``: go on with a run that did not finish, from its last checkpoint.
+"""``flor run --resume``: go on with a run that did not finish, from its last checkpoint;
+``flor run --from RUN@K``: fork a run at its checkpoint K with today's script.
 
 A run killed (preempted, out of time, out of memory) or crashed holds the whole training
 state at its checkpoints. Resuming runs the script again: the iterations up to the last
@@ -6,7 +7,10 @@ usable checkpoint K are replayed (those before K not run at all, K restored with
 a replay segment's start), and from K + 1 on a recording goes on into the same run, its
 journal continued. With the script unchanged, what follows is what the uninterrupted run
 would have done. An edit that changes training (a block's code) is refused: resuming would
-mix two trainings in one run.
+mix two trainings in one run: a fork is a new run for that. It goes on from the chosen
+checkpoint the same way, applies the set-up values today's script changed (a learning rate,
+a scheduler's gamma: ``runtime.state.settings``) and records the rest as a run of its own
+that names its parent and fork point (``Forker``).
 
 ``unfinished`` finds the run a requeued job's command means: the newest run of the name,
 script and arguments, if it did not finish.
@@ -16,7 +20,8 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -25,22 +30,26 @@ from flor.errors import FlorError
 from flor.replay.session import Replayer
 from flor.runs.records import RunMeta
 from flor.runtime.journal.stdout_capture import Streams
+from flor.runtime.loop.identity import ForkPoint
 from flor.runtime.loop.recorder import Recorder
 from flor.runtime.loop.session import Session, as_iterator
 from flor.runtime.process.job import Job
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
+from flor.runtime.state import settings
 from flor.runtime.state.scope import Frame
 from flor.store import Store
+
+MakeRecorder = Callable[[Options, RunMeta | None, ForkPoint | None], Recorder]
 
 
 def unfinished(
     store: Store, options: Options, say: Callable[[str], None], environ: Mapping[str, str]
 ) -> runs.RecordedRun | None:
     """The newest run of ``options``' name, script and arguments if it did not finish and
-    has a checkpoint to go on from (None, said, where not: a new run is recorded); a
-    one-line error if it may still be recording, or cannot be resumed, or this process is a
-    rank of a torchrun job (``environ``)."""
+    has a checkpoint to go on from (None, said, where there is none or it has none: a new
+    run is recorded); a one-line error if it finished, may still be recording, or cannot be
+    resumed, or this process is a rank of a torchrun job (``environ``)."""
     if Job.from_env(environ) is not None:
         raise FlorError("cannot-resume", "--resume resumes a run of one process (not torchrun's)")
     script, argv = options.script, tuple(options.argv or ())[1:]
@@ -49,15 +58,47 @@ def unfinished(
         if head.meta.script != script or tuple(head.meta.argv[1:]) != argv:
             continue
         if head.meta.status == "finished":
-            break
+            raise FlorError(
+                "nothing-to-resume",
+                f"run {options.name}/{run_id} of this script and arguments finished: nothing "
+                "to resume (without --resume, flor run records a new run)",
+            )
         run = runs.load_run(store, options.name, run_id)
         _check_resumable(store, run)
         if any(c.blocks for c in run.commits.values()):
             return run
         say(f"run {run.name}/{run.run_id} has no checkpoint to go on from: recording a new run")
         return None
-    say(f"no unfinished run of {options.name} with this script and arguments: recording a new one")
+    say(f"no run of {options.name} with this script and arguments yet: recording a new one")
     return None
+
+
+def fork_point(store: Store, name: str, run_id: str, at: int) -> runs.RecordedRun:
+    """The run ``run_id`` of ``name`` (``latest``: the newest), checked to hold a checkpoint
+    at iteration ``at`` to fork from; a one-line error where it does not."""
+    run = runs.load_run(store, name, None if run_id == "latest" else run_id)
+    where = f"run {name}/{run.run_id}"
+    if run.meta.world_size > 1 or len(run.loops) > 1:
+        why = "several processes" if run.meta.world_size > 1 else "several flor.it loops"
+        raise FlorError("cannot-fork", f"{where} ran {why}: flor forks one loop of one process")
+    if at >= run.iterations:
+        raise FlorError(
+            "no-checkpoint",
+            f"{where} ran {run.iterations} iterations: there is no iteration {at}; "
+            f"{nearest(run.commits, at)}",
+        )
+    if run.meta.forked_at is not None and at < run.meta.forked_at:
+        raise FlorError(
+            "no-checkpoint",
+            f"{where} went on from run {run.meta.parent} at iteration {run.meta.forked_at}: "
+            f"fork that run for iteration {at}",
+        )
+    if at not in run.commits:
+        raise FlorError(
+            "no-checkpoint",
+            f"{where} has no checkpoint at iteration {at}; {nearest(run.commits, at)}",
+        )
+    return run
 
 
 def _check_resumable(store: Store, run: runs.RecordedRun) -> None:
@@ -95,52 +136,68 @@ class Resumer(Session):
         store: Store,
         reporter: Reporter,
         recorded: runs.RecordedRun,
-        make_recorder: Callable[[Options, RunMeta], Recorder],
+        make_recorder: MakeRecorder,
     ) -> None:
         super().__init__(options, store, reporter)
         replaying = replace(options, mode="replay", run_id=recorded.run_id, resume_from=None)
         self.replayer = Replayer(
             replaying, store, reporter, Streams(keep_stderr=False), None, recorded
         )
-        changed = sorted(self.replayer.probed)
-        if changed:
+        self.recorded = recorded
+        try:
+            self.at = self._start_point()
+        except FlorError:
             self.replayer.release()
+            raise
+        self.replayer.restore_up_to(self.at)
+        reporter.say(self._starting())
+        self._make_recorder = make_recorder
+        self.phase: Session = self.replayer
+        self.recorder: Recorder | None = None
+
+    def _start_point(self) -> int:
+        """The iteration to go on after: the last usable checkpoint, of an unchanged training."""
+        recorded, changed = self.recorded, sorted(self.replayer.probed)
+        if changed:
             raise FlorError(
                 "resume-changed",
                 f"the script changed block {changed[0]!r} since run {recorded.name}/"
                 f"{recorded.run_id}: resuming would mix two trainings in one run; record a "
-                "new run instead",
+                "new run instead, or fork it (--from RUN@ITERATION)",
             )
         if not self.replayer.usable:
-            self.replayer.release()
             raise FlorError(
                 "cannot-resume",
                 f"run {recorded.name}/{recorded.run_id} has no checkpoint the script can start "
                 "from; record a new run instead",
             )
-        self.at = max(self.replayer.usable)
-        self.replayer.restore_up_to(self.at)
-        reporter.say(
-            f"resuming {recorded.name}/{recorded.run_id} from its checkpoint at iteration "
-            f"{self.at}: iterations up to it are restored, not run; recording from "
+        return max(self.replayer.usable)
+
+    def _starting(self) -> str:
+        return (
+            f"resuming {self.recorded.name}/{self.recorded.run_id} from its checkpoint at "
+            f"iteration {self.at}: iterations up to it are restored, not run; recording from "
             f"{self.at + 1} on"
         )
-        self.recorded = recorded
-        self._make_recorder = make_recorder
-        self.phase: Session = self.replayer
-        self.recorder: Recorder | None = None
 
     def main_loop(self, iterable: Any) -> Iterator[Any]:
         if self.recorder is not None or self.loops:
             raise FlorError("cannot-resume", "a resumed run has one flor.it loop")
         self.loops += 1
         iterator, is_while = as_iterator(iterable)
+        self._loop_begins(sys._getframe(1))
         yield from self.replayer.main_loop(iterable if is_while else iterator)
         self.replayer.release()
-        options = replace(self.options, run_id=self.recorded.run_id, resume_from=self.at)
-        self.recorder = self._make_recorder(options, self.recorded.meta)
+        self.recorder = self._recorder()
         self.phase = self.recorder
         yield from self.recorder.main_loop(iterable if is_while else iterator, depth=2)
+
+    def _loop_begins(self, frame: Frame) -> None:
+        """The script's set-up is done (``frame``: its loop's)."""
+
+    def _recorder(self) -> Recorder:
+        options = replace(self.options, run_id=self.recorded.run_id, resume_from=self.at)
+        return self._make_recorder(options, self.recorded.meta, None)
 
     def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
         return self.phase.block_start(name, probed, frame)
@@ -166,3 +223,81 @@ class Resumer(Session):
             return
         self.recorder.close(exit_status)
         self.upload_failed = self.recorder.upload_failed
+
+
+class Forker(Resumer):
+    """A new run of today's script that goes on from ``recorded``'s checkpoint at iteration
+    ``at``: as a resume up to there (the edit may change training: that is the point), then
+    today's set-up values that differ from the parent's win over the restored ones
+    (``runtime.state.settings``), and a ``Recorder`` records the rest as a run of its own,
+    with its parent and fork point."""
+
+    def __init__(
+        self,
+        options: Options,
+        store: Store,
+        reporter: Reporter,
+        recorded: runs.RecordedRun,
+        make_recorder: MakeRecorder,
+        at: int,
+    ) -> None:
+        self.at = at
+        self.setup: settings.Settings = {}
+        self.wins: settings.Settings | None = None
+        self.said: list[str] = []
+        super().__init__(options, store, reporter, recorded, make_recorder)
+
+    def _start_point(self) -> int:
+        if self.at not in self.replayer.usable:
+            raise FlorError(
+                "no-checkpoint",
+                f"run {self.recorded.name}/{self.recorded.run_id} has no checkpoint at "
+                f"iteration {self.at} that this script can start from; "
+                f"{nearest(self.replayer.usable, self.at)}",
+            )
+        return self.at
+
+    def _starting(self) -> str:
+        return (
+            f"forking {self.recorded.name}/{self.recorded.run_id} at iteration {self.at}: its "
+            f"state there is restored, not trained; recording a new run from {self.at + 1} on"
+        )
+
+    def _loop_begins(self, frame: Frame) -> None:
+        self.setup = settings.of(settings.in_scope(frame))
+
+    def block_end(
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+    ) -> tuple[Any, ...]:
+        if self.phase is not self.replayer or self.replayer.iteration != self.at:
+            return self.phase.block_end(objs, named, frame)
+        restored = self.replayer.block_end(objs, named, frame)
+        scope = settings.in_scope(frame)
+        if self.wins is None:
+            parent = self.recorded.meta.settings
+            self.wins, said = settings.fork_settings(
+                None if parent is None else {p: dict(v) for p, v in parent.items()},
+                self.setup,
+                settings.of(scope),
+            )
+            self.said = said  # said once the restored iteration's output is no longer quiet
+        settings.apply(scope, self.wins)
+        return restored
+
+    def _recorder(self) -> Recorder:
+        for line in self.said:
+            self.reporter.say(f"fork: {line}")
+        commit = self.recorded.commits[self.at]
+        fork = ForkPoint(self.recorded.run_id, self.at, commit, self.setup, self.wins or {})
+        options = replace(self.options, run_id=None, resume_from=self.at)
+        return self._make_recorder(options, None, fork)
+
+
+def nearest(checkpointed: Iterable[int], at: int) -> str:
+    """The checkpointed iterations nearest ``at``, said."""
+    before = [g for g in checkpointed if g < at]
+    after = [g for g in checkpointed if g > at]
+    near = ([max(before)] if before else []) + ([min(after)] if after else [])
+    if not near:
+        return "it has none"
+    return "the nearest checkpointed: " + " and ".join(str(g) for g in near)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the rest is imported once a run starts: `import flor` stays
     from flor.runs import RecordedRun
     from flor.runs.records import RunMeta
     from flor.runtime.journal.conditions import Lookahead
+    from flor.runtime.loop.identity import ForkPoint
     from flor.runtime.loop.session import Session
     from flor.runtime.process.job import Job
     from flor.runtime.process.reporter import Reporter
@@ -45,13 +46,14 @@ def start(
     job: Job | None = None,
     loop: Hindsight | None = None,
     recorded: RecordedRun | None = None,
+    fork_at: int | None = None,
 ) -> Session:
     """Build the session ``options`` ask for, install it, and make FlorErrors one line.
     ``job``: this process is that rank of a job the script's ``mp.spawn`` started (None:
     torchrun's, if any, from the environment). ``loop``: a recording's ``loop_tests``,
     where the caller has them already (None: found here). ``recorded``: the run a replay
     replays, where the caller loaded it (None: loaded by the session), or the run a
-    recording resumes (``launch.resume``)."""
+    recording resumes, or forks at iteration ``fork_at`` (``launch.resume``)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
     trainers.install(reporter)  # a loop that lives in a library (Lightning's) takes flor's
     if options.spawned and job is None:
@@ -71,10 +73,18 @@ def start(
             loop = loop_tests(options.script, options.source, options.project)
         lookahead, watched = _recording_hints(loop)
 
-        def recorder(options: Options, continues: RunMeta | None = None) -> Recorder:
+        def recorder(
+            options: Options, continues: RunMeta | None = None, fork: ForkPoint | None = None
+        ) -> Recorder:
             streams = Streams(keep_stderr=True)  # a restored block's stderr is replayed
-            return Recorder(options, store, reporter, streams, lookahead, watched, job, continues)
+            return Recorder(
+                options, store, reporter, streams, lookahead, watched, job, continues, fork
+            )
 
+        if recorded is not None and fork_at is not None:  # a new run from its checkpoint
+            from flor.launch.resume import Forker
+
+            return context.install(Forker(options, store, reporter, recorded, recorder, fork_at))
         if recorded is not None:  # a run that did not finish, resumed
             from flor.launch.resume import Resumer
 

@@ -41,8 +41,9 @@ class CheckpointLoader:
         except KeyError:
             raise CorruptCheckpoint(entry.key, "it is missing from the store") from None
         tree = decode(data, entry.sha256, entry.key, self.store, self._verified)
-        held = tree.get("key", entry.key) if isinstance(tree, dict) else entry.key
-        if held != entry.key:  # older checkpoints hold no key
+        own = entry.copied_from or entry.key  # a fork's copy of its parent's holds that key
+        held = tree.get("key", own) if isinstance(tree, dict) else own
+        if held != own:  # older checkpoints hold no key
             raise CorruptCheckpoint(entry.key, f"its journal entry points at {held}'s bytes")
         return tree
 

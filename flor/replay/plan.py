@@ -67,22 +67,32 @@ class Plan:
         return lives[-1] if lives else -1
 
 
-def segment_bounds(total: int, n: int, committed: set[int]) -> list[tuple[int, int]]:
-    """Split ``range(total)`` into ``n`` contiguous ranges, starting each on a checkpoint.
+def segment_bounds(
+    total: int, n: int, committed: set[int], first: int = 0
+) -> list[tuple[int, int]]:
+    """Split ``range(first, total)`` into ``n`` contiguous ranges, starting each on a
+    checkpoint.
 
     A segment can start cheaply at ``k + 1`` when iteration ``k`` is committed;
     each ideal (even) boundary moves to the nearest such start when one lies
     within half a segment, and stays put otherwise.
     """
-    starts = sorted({0} | {k + 1 for k in committed if k + 1 < total})
-    bounds = [0]
+    span = total - first
+    starts = sorted({first} | {k + 1 for k in committed if first < k + 1 < total})
+    bounds = [first]
     for i in range(1, n):
-        ideal = round(i * total / n)
+        ideal = first + round(i * span / n)
         lo = bounds[-1]
-        near = [s for s in starts if lo < s < total and abs(s - ideal) <= total / (2 * n)]
+        near = [s for s in starts if lo < s < total and abs(s - ideal) <= span / (2 * n)]
         bounds.append(min(near, key=lambda s: (abs(s - ideal), s)) if near else max(ideal, lo))
     bounds.append(total)
     return [(bounds[i], bounds[i + 1]) for i in range(n)]
+
+
+def own_iterations(run: RecordedRun) -> int:
+    """The first iteration ``run`` trained itself: a fork's start (the iterations before are
+    its parent's), else 0."""
+    return 0 if run.meta.forked_at is None else run.meta.forked_at + 1
 
 
 def check_segments(run: RecordedRun, count: int) -> None:
@@ -257,10 +267,18 @@ def plan_replay(
     for other in run.others if in_step else ():
         theirs = usable_checkpoints(other.commits, changes.ends, changes.recorded_ends)
         usable &= {g for g, why in theirs.items() if why is None}
-    start, stop = segment_bounds(total, count, usable)[index - 1]
+    own = own_iterations(run)  # a fork's: those after its fork point
+    start, stop = segment_bounds(total, count, usable, own)[index - 1]
     live = set(range(start, stop))
     if options.iterations:
-        live &= parse_iterations(options.iterations, total)
+        chosen = parse_iterations(options.iterations, total)
+        if min(chosen) < own:
+            raise FlorError(
+                "bad-iterations",
+                f"run {run.name}/{run.run_id} went on from run {run.meta.parent} after its "
+                f"iteration {own - 1}: replay that run for iterations up to {own - 1}",
+            )
+        live &= chosen
     hindsight = None
     if len(run.loops) <= 1:
         hindsight = analyze_project(recorded_files, edited_files, script)

@@ -39,6 +39,7 @@ from flor.runtime.loop.session import Session, as_iterator, numeric_environment
 from flor.runtime.process.job import Job
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
+from flor.runtime.state import settings
 from flor.runtime.state.kinds import stateful_in_scope
 from flor.runtime.state.restore import CannotRestore, restore, restore_rng
 from flor.runtime.state.scope import Frame, bind, same, unbound, visible_names
@@ -434,6 +435,9 @@ class Replayer(Session):
                 f"iteration {self.iteration}, block {name!r}: {e.message}; run this block "
                 "instead of restoring it by changing a line inside it (it is then probed)",
             ) from None
+        meta = self.run.meta
+        if self.iteration == meta.forked_at and meta.fork_settings:  # as the fork went on
+            settings.apply(settings.in_scope(frame), meta.fork_settings)
         if skipped:
             self.restore_cost.measured(time.perf_counter() - self._restore_started)
         return restored

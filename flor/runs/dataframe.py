@@ -2,7 +2,8 @@
 
 Each row is one ``flor.log`` value of a run: when it was recorded (``source`` "record") or
 by a replay of it (``source`` "replay", with its ``replay_id``), beside the run's code
-``version``, so that the values a hindsight edit produced in every past run (``flor replay
+``version`` and its lineage (a fork's ``parent`` run and ``forked_at`` iteration: its own
+iterations follow that one of its parent's), so that the values a hindsight edit produced in every past run (``flor replay
 --runs``) sit next to what those runs logged themselves. pandas is optional.
 """
 
@@ -26,6 +27,8 @@ COLUMNS = (
     "step",
     "name",
     "value",
+    "parent",
+    "forked_at",
 )
 
 
@@ -34,7 +37,7 @@ def logged_rows(store: Store, names: tuple[str, ...] = ()) -> list[dict[str, Any
     rows = []
     for experiment in names or list_experiments(store):
         for run_id in list_runs(store, experiment):
-            version = _version(store, experiment, run_id)
+            version, lineage = _version(store, experiment, run_id)
             for row in query.logged_values(store, experiment, run_id):
                 source, _, replay_id = row["source"].partition(" ")
                 rows.append(
@@ -46,6 +49,7 @@ def logged_rows(store: Store, names: tuple[str, ...] = ()) -> list[dict[str, Any
                         "source": source,
                         "replay_id": replay_id or None,
                         "step": row.get("step"),
+                        **lineage,
                     }
                 )
     return [{c: r.get(c) for c in COLUMNS} for r in rows]
@@ -72,11 +76,17 @@ def newest_replays(rows: list[dict[str, Any]]) -> dict[str, str]:
     return newest
 
 
-def _version(store: Store, experiment: str, run_id: str) -> str:
+def _version(store: Store, experiment: str, run_id: str) -> tuple[str, dict[str, Any]]:
+    """The run's code version, and its parent and fork point (None: not a fork)."""
     try:
-        return version_of(recorded_sources(store, load_head(store, experiment, run_id)))
+        head = load_head(store, experiment, run_id)
     except FlorError:
-        return "unknown"
+        return "unknown", {}
+    lineage = {"parent": head.meta.parent, "forked_at": head.meta.forked_at}
+    try:
+        return version_of(recorded_sources(store, head)), lineage
+    except FlorError:
+        return "unknown", lineage
 
 
 def dataframe(*names: str, url: str | None, settings: StoreSettings) -> Any:

@@ -18,16 +18,30 @@ def plot_values(rows: list[dict[str, Any]], value: str, title: str, path: str) -
 
 
 def plot_across(rows: list[dict[str, Any]], value: str, title: str, path: str) -> None:
-    """One line per run (``dataframe.logged_rows``): its newest replay's values named
-    ``value`` where a replay logged it (a hindsight edit), else its recorded ones."""
+    """One line per run (``dataframe.logged_rows``), as ``series_across`` draws them."""
+    _plot(series_across(rows, value), value, title, path)
+
+
+def series_across(rows: list[dict[str, Any]], value: str) -> dict[str, list[tuple[int, float]]]:
+    """One line per run: its newest replay's values named ``value`` where a replay logged
+    it (a hindsight edit), else its recorded ones. A fork's line continues its parent's:
+    the parent's points up to the fork point come first."""
     rows = numeric(rows, value)
     newest = newest_replays(rows)  # runs with none plot their recorded values
-    series: dict[str, list[tuple[int, float]]] = {}
+    points: dict[str, list[tuple[int, float]]] = {}
+    labels: dict[str, str] = {}
+    forks: dict[str, tuple[str, int]] = {}
     for r in rows:
         if r["replay_id"] == newest.get(r["run_id"]):  # a record row's is None
-            label = f"{r['run_id']} (version {r['version']}, {r['source']})"
-            series.setdefault(label, []).append((r["iteration"], float(r["value"])))
-    _plot(series, value, title, path)
+            labels[r["run_id"]] = f"{r['run_id']} (version {r['version']}, {r['source']})"
+            points.setdefault(r["run_id"], []).append((r["iteration"], float(r["value"])))
+            if r["parent"] is not None:
+                forks[r["run_id"]] = (r["parent"], r["forked_at"])
+    for run_id in sorted(forks):  # ids sort by time: a parent's line is whole before its fork's
+        parent, at = forks[run_id]
+        before = [p for p in points.get(parent, []) if p[0] <= at]
+        points[run_id] = before + points[run_id]
+    return {labels[r]: sorted(p) for r, p in points.items()}
 
 
 def _plot(series: dict[str, list[tuple[int, float]]], value: str, title: str, path: str) -> None:

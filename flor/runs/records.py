@@ -11,7 +11,7 @@ loads.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 R = TypeVar("R", bound="_Record")
@@ -40,7 +40,7 @@ class _Record:
         out = dict(self.extra)
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "extra" or (not value and f.name in self._newer):
+            if f.name == "extra" or (f.name in self._newer and _is_default(f, value)):
                 continue
             if f.name in _MICROSECONDS:
                 out[f"{f.name}_us"] = {k: round(v * 1e6) for k, v in value.items()}
@@ -49,6 +49,12 @@ class _Record:
             else:
                 out[f.name] = _jsonable(value)
         return out
+
+
+def _is_default(f: Field[Any], value: Any) -> bool:
+    if f.default is not MISSING:
+        return bool(value == f.default)
+    return f.default_factory is not MISSING and bool(value == f.default_factory())
 
 
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -137,8 +143,18 @@ class RunMeta(_Record):
     pid: int = 0
     # each time the run was resumed: the iteration it went on from, and when
     resumed: tuple[tuple[int, float], ...] = ()
+    # the script's set-up values of its optimizers and schedulers, noted as its loop began
+    # (runtime.state.settings; None: not noted, an older recording)
+    settings: Mapping[str, Mapping[str, Any]] | None = None
+    parent: str | None = None  # a fork: the run of the same name it went on from,
+    forked_at: int | None = None  # after this iteration of it (restored from its checkpoint)
+    fork_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # which won
     _newer = frozenset(
         {
+            "settings",
+            "parent",
+            "forked_at",
+            "fork_settings",
             "host",
             "pid",
             "resumed",
@@ -196,6 +212,8 @@ class CheckpointEntry(_Record):
     objs: int | None = None  # positional values of SkipBlock.end (None: an older record)
     holds: tuple[str, ...] | None = None  # values held by name (None: an older record)
     bound: tuple[str, ...] | None = None  # names bound in the scope at the end of the block
+    copied_from: str | None = None  # a fork's first: the parent's checkpoint, whose key it holds
+    _newer = frozenset({"copied_from"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:

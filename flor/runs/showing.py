@@ -31,7 +31,7 @@ def rows(store: Store, run: RecordedRun) -> list[tuple[str, Any]]:
         ("started", when(s.get("started"))),
         ("ended", when(s.get("ended"))),
         ("status", status_text(run)),
-        *_resumed_rows(run),
+        *_lineage_rows(run),
         ("iterations", s["iterations"]),
         ("checkpoints", f"{len(s['committed'])} at iterations {ranges(s['committed'])}"),
         ("overhead", f"{run.meta.overhead:.2%}: {run.meta.overhead_parts()}"),
@@ -62,9 +62,25 @@ def status_text(run: RecordedRun, detail: bool = True) -> str:
     return meta.status if run.complete else "incomplete (killed?)"
 
 
-def _resumed_rows(run: RecordedRun) -> list[tuple[str, str]]:
-    """Each time the run was resumed (``flor run --resume``): where it went on, and when."""
-    return [("resumed", f"at iteration {g} ({when(t)})") for g, t in run.meta.resumed]
+def _lineage_rows(run: RecordedRun) -> list[tuple[str, str]]:
+    """The run it was forked from (``flor run --from``) and the set-up values that won
+    there; each time it was resumed (``flor run --resume``): where it went on, and when."""
+    meta, out = run.meta, []
+    if meta.parent is not None:
+        out.append(("forked from", f"{run.name}/{meta.parent} at iteration {meta.forked_at}"))
+        for path, leaves in meta.fork_settings.items():
+            changed = ", ".join(f"{leaf}={value!r}" for leaf, value in leaves.items())
+            out.append(("fork set", f"{path}: {changed}"))
+    out += [("resumed", f"at iteration {g} ({when(t)})") for g, t in meta.resumed]
+    return out
+
+
+def _lineage(run: RecordedRun) -> str:
+    """``flor ls``'s words on where the run came from: its fork point, its resumes."""
+    meta, said = run.meta, ""
+    if meta.parent is not None:
+        said += f", forked from {meta.parent}@{meta.forked_at}"
+    return said + (f", resumed {len(meta.resumed)}x" if meta.resumed else "")
 
 
 def _project_line(run: RecordedRun) -> str:
@@ -149,7 +165,7 @@ def listing(store: Store) -> list[str]:
         for run_id in list_runs(store, name):
             run = load_run(store, name, run_id)
             s, status = summary(store, run), status_text(run, detail=False)
-            status += f", resumed {len(run.meta.resumed)}x" if run.meta.resumed else ""
+            status += _lineage(run)
             lines.append(
                 f"{name:<20} {run_id:<24} {when(s.get('started')):<19} {s['iterations']:>5} "
                 f"{s['bytes'] / 1e6:>7.1f}MB  {status}"

@@ -15,6 +15,7 @@ import hashlib
 import json
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from flor.runs import layout
@@ -69,6 +70,20 @@ class RunJournal:
             number = key.rsplit("/", 1)[1].split(".")[0]
             if number.isdigit() and int(number) > iteration:
                 self.store.delete(key)
+
+    def adopt(self, commit: Commit) -> None:
+        """Begin with another run's checkpoints of ``commit``'s iteration (a fork's start):
+        their manifests copied under this run's keys (the tensor blobs they point at are
+        the store's, shared), committed without output, which was the other run's."""
+        entries = {}
+        for label, entry in commit.blocks.items():
+            block, _, occurrence = label.rpartition("/")
+            key = layout.ckpt_key(self.prefix, commit.iteration, block, int(occurrence))
+            self.store.put(key, self.store.get(entry.key))
+            entries[label] = replace(
+                entry, key=key, new_blob_bytes=0, copied_from=entry.copied_from or entry.key
+            )
+        self.commit(Commit(commit.iteration, entries), [])
 
     def previous_length(self, name: str, script: str | None, looked_at: int = 5) -> int:
         """The iterations the newest finished run of ``name`` with the same script recorded,

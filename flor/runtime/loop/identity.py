@@ -1,4 +1,5 @@
-"""A recording's ``run.json`` as it starts: a new run's identity, or a resumed run's."""
+"""A recording's ``run.json`` as it starts: a new run's identity, a resumed run's, or a
+fork's (a new run that goes on from another's checkpoint)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import os
 import platform
 import sys
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from flor.runs.records import RunMeta
+from flor.runs.records import Commit, RunMeta
 from flor.runtime.process.options import Options
 
 if TYPE_CHECKING:
@@ -36,6 +38,26 @@ def new_meta(options: Options, run_id: str, rank: int, job: Job | None) -> RunMe
         git_commit=_git_commit(options.script),
         host=platform.node(),
         pid=os.getpid(),
+    )
+
+
+@dataclass(frozen=True)
+class ForkPoint:
+    """Where a fork goes on from: iteration ``at`` of run ``parent`` (its ``commit``), with
+    today's set-up values (``setup``) and those of them that won over the checkpoint's
+    (``wins``; ``runtime.state.settings``)."""
+
+    parent: str
+    at: int
+    commit: Commit
+    setup: dict[str, dict[str, Any]]
+    wins: dict[str, dict[str, Any]]
+
+
+def forked_meta(options: Options, run_id: str, fork: ForkPoint) -> RunMeta:
+    """A new run that goes on from ``fork``."""
+    return new_meta(options, run_id, 0, None).updated(
+        parent=fork.parent, forked_at=fork.at, settings=fork.setup, fork_settings=fork.wins
     )
 
 

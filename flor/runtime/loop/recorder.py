@@ -40,11 +40,12 @@ from flor.runtime.journal.conditions import Lookahead, lookup_frame
 from flor.runtime.journal.loop_scalars import LoopScalars
 from flor.runtime.journal.run_journal import RunJournal
 from flor.runtime.journal.stdout_capture import Streams
-from flor.runtime.loop.identity import new_meta, resumed_meta
+from flor.runtime.loop.identity import ForkPoint, forked_meta, new_meta, resumed_meta
 from flor.runtime.loop.session import Session, as_iterator, numeric_environment
 from flor.runtime.process.job import Feed, Job
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
+from flor.runtime.state import settings
 from flor.runtime.state.capture import Unrestorable
 from flor.runtime.state.scope import Frame
 from flor.store import Store
@@ -69,11 +70,13 @@ class Recorder(Session):
         watched: frozenset[str] | None = None,
         job: Job | None = None,
         continues: RunMeta | None = None,
+        fork: ForkPoint | None = None,
     ) -> None:
         """``streams``: stdout and stderr, tagged (released at close); ``lookahead``: the loop's own
         periodic tests, where checkpoints are preferred; ``watched``: the loop's counters,
         noted (None: any int or bool); ``job``: this process's (None: torchrun's, if any);
-        ``continues``: the run this one goes on with, after ``options.resume_from``."""
+        ``continues``: the run this one goes on with, after ``options.resume_from``; ``fork``:
+        the other run's checkpoint this new one goes on from."""
         super().__init__(options, store, reporter)
         self.job = job  # of a torchrun or mp.spawn job: its rank (launch.start reads it)
         self._alone = self.job is None  # no ranks to decide checkpoints in step with
@@ -85,9 +88,7 @@ class Recorder(Session):
         self.policy = CheckpointPolicy(options.epsilon, periodic=lookahead is not None)
         store.hold_reserve(RESERVE_BYTES)
         self.writer = BackgroundWriter(
-            self._writer_cost,
-            reporter.warn,
-            on_full=store.release_reserve,
+            self._writer_cost, reporter.warn, on_full=store.release_reserve
         )
         self.thinning = Thinning(options.storage)
         self.journal = RunJournal(store, self.prefix)
@@ -114,20 +115,27 @@ class Recorder(Session):
         self._committed.set_result(None)
         self._closed = False
         self._left = False  # the last loop was left before its end
-        self._begin(continues)
+        self._begin(continues, fork)
         self._alive = self.journal.keep_alive()
         self.streams = streams
         self.stdout, self.stderr = streams.stdout, streams.stderr  # kept per iteration
         atexit.register(self.close)
 
-    def _begin(self, continues: RunMeta | None) -> None:
-        """The run's metadata and sources: a new run's, or those of the run it continues
-        after iteration ``resume_from`` (what it journaled past that is dropped: this
-        recording journals those iterations again; its sources stay)."""
+    def _begin(self, continues: RunMeta | None, fork: ForkPoint | None) -> None:
+        """The run's metadata and sources: a new run's (a fork's begins with its parent's
+        checkpoint), or those of the run it continues after iteration ``resume_from`` (what
+        it journaled past that is dropped: this recording journals those iterations again;
+        its sources stay)."""
         options = self.options
         if continues is None:
-            self.meta = new_meta(options, self.run_id, self.rank, self.job)
+            if fork is None:
+                self.meta = new_meta(options, self.run_id, self.rank, self.job)
+            else:
+                self.meta = forked_meta(options, self.run_id, fork)
             self.journal.start(self.meta, self._read_source(), options.original, options.project)
+            if fork is not None:
+                self.journal.adopt(fork.commit)
+                self.next_iteration = fork.at + 1
             return
         after = options.resume_from or 0
         self.meta = resumed_meta(continues, options, after)
@@ -158,6 +166,10 @@ class Recorder(Session):
         self.loops += 1
         if loop == 0:
             self.meta = self.meta.updated(numerics=numeric_environment())
+            if self.meta.settings is None:  # as the script set them up: a fork compares them
+                self.meta = self.meta.updated(
+                    settings=settings.of(settings.in_scope(sys._getframe(depth)))
+                )
             self._spare_core = spare_core(self.meta.numerics["threads"])
             self.journal.write_meta(self.meta)
             self._allow_startup(iterable)
