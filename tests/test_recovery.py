@@ -168,3 +168,30 @@ def test_a_hand_annotated_run_resumes_with_flor_resume(flor_env: Flor) -> None:
     assert "resuming hand/" in resumed.stderr and backwards < total
     assert plain.stdout.endswith(_after_setup(resumed.stdout, plain.stdout))
     assert "resumed 1x" in f.cli("ls").stdout
+
+
+def test_a_torchrun_job_resumes_under_torchrun_with_as_many_processes(flor_env: Flor) -> None:
+    """A DDP job whose rank 1 is killed at the start of epoch 3 resumes under torchrun with
+    the same world size: every rank replays up to the checkpoint all of them committed and
+    records its own journal on; another world size is refused in one line."""
+    f = flor_env
+    script = f.copy("distributed/ddp_train.py", as_name="ddp_train.py")
+    plain = f.torchrun_truth(script)
+    command = ("run", "--name", "ddp", "--resume", script.name)
+    killed = f.torchrun("-m", "flor.cli", *command, check=False, FLOR_EPSILON="1e9", KILL_RANK="1")
+    assert killed.returncode != 0
+
+    alone = f.cli(*command, check=False)
+    assert alone.returncode == 2 and alone.stderr.strip().splitlines()[-1].endswith(
+        "ran on 2 processes (torchrun), this job has 1: resume it with torchrun --nproc_per_node 2"
+    )
+    resumed, backwards = f.counting_backwards("resumed", command, torchrun=True, FLOR_EPSILON="1e9")
+    at = int(re.search(r"from its checkpoint at iteration (\d+)", resumed.stderr).group(1))
+    assert resumed.stderr.count("resuming ddp/") == 1  # said once for the job
+    assert resumed.stdout == "".join(plain.splitlines(keepends=True)[at + 1 :])
+    assert backwards == (6 - at - 1) * 2 * 6  # 6 batches per rank and epoch, after `at` only
+    (run,) = [line for line in f.cli("ls").stdout.splitlines() if line.startswith("ddp ")]
+    assert "finished, resumed 1x" in run
+    f.copy("distributed/ddp_train.py", "outside", as_name="ddp_train.py")
+    outside = f.torchrun_truth(f.copy("distributed/ddp_train.py", "outside", as_name="truth.py"))
+    assert f.cli("replay", "--name", "ddp").stdout == outside  # one process, every epoch restored

@@ -49,9 +49,28 @@ def unfinished(
     """The newest run of ``options``' name, script and arguments if it did not finish and
     has a checkpoint to go on from (None, said, where there is none or it has none: a new
     run is recorded); a one-line error if it finished, may still be recording, or cannot be
-    resumed, or this process is a rank of a torchrun job (``environ``)."""
-    if Job.from_env(environ) is not None:
-        raise FlorError("cannot-resume", "--resume resumes a run of one process (not torchrun's)")
+    resumed (by as many processes as this job has: ``environ``'s torchrun, if any). In a
+    torchrun job rank 0 decides, and the other ranks take its run."""
+    job = Job.from_env(environ)
+    if job is not None and job.rank > 0:
+        chosen = job.wait("resume")
+        if chosen.startswith("!"):  # rank 0 said why, for the job
+            raise SystemExit(2)
+        return runs.load_run(store, options.name, chosen) if chosen else None
+    try:
+        run = _newest_unfinished(store, options, say, job.world_size if job else 1)
+    except FlorError:
+        if job is not None:
+            job.share("resume", "!")
+        raise
+    if job is not None:
+        job.share("resume", run.run_id if run else "")
+    return run
+
+
+def _newest_unfinished(
+    store: Store, options: Options, say: Callable[[str], None], world_size: int
+) -> runs.RecordedRun | None:
     script, argv = options.script, tuple(options.argv or ())[1:]
     for run_id in reversed(runs.list_runs(store, options.name)):
         head = runs.load_head(store, options.name, run_id)
@@ -64,7 +83,7 @@ def unfinished(
                 "to resume (without --resume, flor run records a new run)",
             )
         run = runs.load_run(store, options.name, run_id)
-        _check_resumable(store, run)
+        _check_resumable(store, run, world_size)
         if any(c.blocks for c in run.commits.values()):
             return run
         say(f"run {run.name}/{run.run_id} has no checkpoint to go on from: recording a new run")
@@ -101,17 +120,28 @@ def fork_point(store: Store, name: str, run_id: str, at: int) -> runs.RecordedRu
     return run
 
 
-def _check_resumable(store: Store, run: runs.RecordedRun) -> None:
+def _check_resumable(store: Store, run: runs.RecordedRun, world_size: int) -> None:
     where = f"run {run.name}/{run.run_id}"
+    if run.meta.world_size != world_size:
+        raise FlorError(
+            "cannot-resume",
+            f"{where} ran on {run.meta.world_size} processes ({run.meta.launcher or 'one'}), "
+            f"this job has {world_size}: resume it with "
+            + (
+                f"torchrun --nproc_per_node {run.meta.world_size}"
+                if run.meta.launcher == "torchrun"
+                else "the same number of processes"
+            ),
+        )
     if _may_be_recording(store, run):
         raise FlorError(
             "still-recording",
             f"{where} may still be recording (its process {run.meta.pid} on "
             f"{run.meta.host or 'another machine'} beat recently): resume it once it has ended",
         )
-    if run.meta.world_size > 1 or len(run.loops) > 1:
-        why = "several processes" if run.meta.world_size > 1 else "several flor.it loops"
-        raise FlorError("cannot-resume", f"{where} ran {why}: flor resumes one loop of one process")
+    if run.meta.launcher not in (None, "torchrun") or len(run.loops) > 1:
+        why = "several flor.it loops" if len(run.loops) > 1 else f"{run.meta.launcher}'s processes"
+        raise FlorError("cannot-resume", f"{where} ran {why}: flor resumes one loop")
 
 
 def _may_be_recording(store: Store, run: runs.RecordedRun) -> bool:
@@ -137,11 +167,14 @@ class Resumer(Session):
         reporter: Reporter,
         recorded: runs.RecordedRun,
         make_recorder: MakeRecorder,
+        job: Job | None = None,
     ) -> None:
+        """``job``: the torchrun job this process is a rank of (its ranks replay in step up
+        to the checkpoint every rank committed, then record their journals on)."""
         super().__init__(options, store, reporter)
         replaying = replace(options, mode="replay", run_id=recorded.run_id, resume_from=None)
         self.replayer = Replayer(
-            replaying, store, reporter, Streams(keep_stderr=False), None, recorded
+            replaying, store, reporter, Streams(keep_stderr=False), job, recorded
         )
         self.recorded = recorded
         try:
@@ -150,7 +183,8 @@ class Resumer(Session):
             self.replayer.release()
             raise
         self.replayer.restore_up_to(self.at)
-        reporter.say(self._starting())
+        if job is None or job.rank == 0:  # said once for the job
+            reporter.say(self._starting())
         self._make_recorder = make_recorder
         self.phase: Session = self.replayer
         self.recorder: Recorder | None = None
@@ -197,7 +231,7 @@ class Resumer(Session):
 
     def _recorder(self) -> Recorder:
         options = replace(self.options, run_id=self.recorded.run_id, resume_from=self.at)
-        return self._make_recorder(options, self.recorded.meta, None)
+        return self._make_recorder(options, self.replayer.run.meta, None)  # this rank's
 
     def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
         return self.phase.block_start(name, probed, frame)

@@ -88,7 +88,7 @@ def start(
         if recorded is not None:  # a run that did not finish, resumed
             from flor.launch.resume import Resumer
 
-            return context.install(Resumer(options, store, reporter, recorded, recorder))
+            return context.install(Resumer(options, store, reporter, recorded, recorder, job))
         return context.install(recorder(options))
     from flor.replay.session import Replayer
 
