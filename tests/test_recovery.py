@@ -195,3 +195,36 @@ def test_a_torchrun_job_resumes_under_torchrun_with_as_many_processes(flor_env: 
     f.copy("distributed/ddp_train.py", "outside", as_name="ddp_train.py")
     outside = f.torchrun_truth(f.copy("distributed/ddp_train.py", "outside", as_name="truth.py"))
     assert f.cli("replay", "--name", "ddp").stdout == outside  # one process, every epoch restored
+
+
+def test_flor_resume_names_the_run_and_finds_its_script_and_arguments(flor_env: Flor) -> None:
+    """`flor resume --name NAME [--run ID]`, from any directory: the run's own script and
+    arguments, in the directory it started in. What it cannot resume: one line, exit 2."""
+    f = flor_env
+    script = _shape(f, "plain/epoch_inline.py")
+    plain, total, plain_hashes = _run(f, "plain", (str(script),), hand=True)
+    command = ("run", "--name", "exp", script.name)
+    killed, _, _ = _run(f, "killed", command, FLOR_EPSILON="1e9", KILL_AT_BACKWARD=str(total // 2))
+    assert killed.returncode == -9
+    killed_id = f.latest_run("exp").name
+    f.cli(*command)  # a newer run, finished: the newest unfinished one is still the killed one
+    elsewhere = f.work / "elsewhere"
+    elsewhere.mkdir()
+    f.work, home = elsewhere, f.work
+    resumed, backwards, hashes = _run(f, "resumed", ("resume", "--name", "exp"))
+    f.work = home
+    assert resumed.returncode == 0 and hashes == plain_hashes, resumed.stderr
+    assert f"resuming exp/{killed_id}" in resumed.stderr and backwards < total
+    assert plain.stdout.endswith(_after_setup(resumed.stdout, plain.stdout))
+
+    stored = sorted(str(p) for p in f.home.rglob("*"))
+    for args, said in (
+        (("--name", "exp"), "every run of exp finished: nothing to resume"),
+        (("--name", "exp", "--run", killed_id), f"run exp/{killed_id} finished: nothing to"),
+        (("--name", "exp", "--run", "nope"), "run exp/nope not found"),
+        (("--name", "other"), "no recorded run named 'other'"),
+    ):
+        done = f.cli("resume", *args, check=False)
+        assert done.returncode == 2 and done.stderr.startswith(f"flor: error: {said}"), done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert sorted(str(p) for p in f.home.rglob("*")) == stored

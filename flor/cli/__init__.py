@@ -37,6 +37,7 @@ def cli(ctx: click.Context, store: str | None) -> None:
 for command in (
     record.instrument,
     record.run,
+    record.resume,
     replaying.replay,
     catalogue.diff,
     catalogue.gc,

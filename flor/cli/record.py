@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from typing import NoReturn
 
 import click
 
@@ -20,6 +21,7 @@ from flor.inputs import (
     read_script,
 )
 from flor.launch.project_files import ProjectFiles, module_script
+from flor.runs.records import RunMeta
 from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ENTRY, SourceFile
@@ -142,10 +144,6 @@ def run(
     With --resume, the same command line continues a run that did not finish: a requeued
     job's command. With --from RUN@ITERATION, a new run starts from that checkpoint.
     """
-    from flor.launch.record import Rewritten, instrumented_project, record_here
-    from flor.launch.start import loop_tests
-    from flor.launch.startup import while_torch_imports
-
     if epsilon <= 0:
         raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
     if resume and fork_from:
@@ -155,8 +153,6 @@ def run(
     module = script if as_module else None
     if module is not None:
         script = module_script(module)
-    original = read_script(script)
-    store = edge.store(spool=True)
     options = Options(
         mode="record",
         name=check_name(name),
@@ -164,15 +160,78 @@ def run(
         storage=budget,
         script=os.path.abspath(script),
         module=module,
-        original=original,
         argv=(script, *args),
     )
+    _record(edge, options, "" if resume else None, fork)
+
+
+@click.command()
+@click.option("--name", required=True, help="The experiment.")
+@click.option("--run", "run_id", help="The run to resume (default: NAME's newest unfinished one).")
+@click.option("--epsilon", type=float, envvar="FLOR_EPSILON", default=DEFAULT_EPSILON)
+@click.option("--storage", envvar="FLOR_STORAGE", default=DEFAULT_STORAGE)
+@click.pass_obj
+def resume(edge: Edge, name: str, run_id: str | None, epsilon: float, storage: str) -> None:
+    """Go on with a run that did not finish, from its last checkpoint, as it was started:
+    its script (as it is now) and arguments, in its working directory.
+
+    The same as `flor run --name NAME --resume SCRIPT ARGS` with the run's own script and
+    arguments; --run names a run other than the newest unfinished one.
+    """
+    if epsilon <= 0:
+        raise FlorError("bad-epsilon", f"epsilon {epsilon} must be positive")
+    store = edge.store(spool=True)
+    meta = _resumed(store, check_name(name), run_id)
+    if meta.cwd and os.path.isdir(meta.cwd) and meta.cwd != os.getcwd():
+        edge.reporter.say(f"running in {meta.cwd}, where the run started")
+        os.chdir(meta.cwd)
+    options = Options(
+        mode="record",
+        name=name,
+        epsilon=epsilon,
+        storage=parse_storage(storage),
+        script=meta.script,
+        module=meta.module,
+        argv=meta.argv,
+    )
+    _record(edge, options, meta.run_id, None)
+
+
+def _resumed(store: Store, name: str, run_id: str | None) -> RunMeta:
+    """Run ``run_id`` of ``name``, or its newest that did not finish; one-line errors where
+    there is none."""
+    if run_id is not None or not runs.list_runs(store, name):
+        meta = runs.load_run(store, name, run_id).meta  # (which says what is not there)
+        if meta.status == "finished":
+            raise FlorError("nothing-to-resume", f"run {name}/{run_id} finished: nothing to resume")
+        return meta
+    for newest in reversed(runs.list_runs(store, name)):
+        meta = runs.load_head(store, name, newest).meta
+        if meta.status != "finished":
+            return meta
+    raise FlorError("nothing-to-resume", f"every run of {name} finished: nothing to resume")
+
+
+def _record(
+    edge: Edge, options: Options, resume: str | None, fork: tuple[str, int] | None
+) -> NoReturn:
+    """Record ``options.script`` in this process, going on from the run ``resume`` names
+    (``""``: the newest unfinished one of the same script and arguments), or forking the
+    run ``fork`` names at its iteration; exit with the script's status."""
+    from flor.launch.record import Rewritten, instrumented_project, record_here
+    from flor.launch.start import loop_tests
+    from flor.launch.startup import while_torch_imports
+
+    script, module = options.argv[0] if options.argv else "", options.module
+    original = read_script(options.script or script)
+    store = edge.store(spool=True)
+    options = replace(options, original=original)
     recorded = _goes_on_from(store, options, edge.reporter, resume, fork)
 
     def rewrite(reporter: Reporter) -> Rewritten:
         rewritten = instrumented_project(script, original, reporter, module, recorded)
         _refuse_sharded({script: original, **{f.path: f.original for f in rewritten.project}})
-        found = loop_tests(os.path.abspath(script), rewritten.source, rewritten.project)
+        found = loop_tests(options.script, rewritten.source, rewritten.project)
         return replace(rewritten, loop=found)
 
     rewritten = while_torch_imports(rewrite, edge.reporter)
@@ -184,16 +243,22 @@ def run(
 
 
 def _goes_on_from(
-    store: Store, options: Options, reporter: Reporter, resume: bool, fork: tuple[str, int] | None
+    store: Store,
+    options: Options,
+    reporter: Reporter,
+    resume: str | None,
+    fork: tuple[str, int] | None,
 ) -> runs.RecordedRun | None:
     """The run this recording goes on from, checked before any analysis (its blocks begin
     where they did): with --from, the run forked; with --resume, the newest run of the same
-    name, script and arguments, if it did not finish."""
+    name, script and arguments if it did not finish; with `flor resume`, the run named."""
     from flor.launch.resume import fork_point, unfinished
 
     if fork is not None:
         return fork_point(store, options.name, *fork)
-    return unfinished(store, options, reporter.say, os.environ) if resume else None
+    if resume is None:
+        return None
+    return unfinished(store, options, reporter.say, os.environ, resume or None)
 
 
 def _refuse_sharded(files: dict[str, str]) -> None:

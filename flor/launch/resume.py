@@ -44,13 +44,18 @@ MakeRecorder = Callable[[Options, RunMeta | None, ForkPoint | None], Recorder]
 
 
 def unfinished(
-    store: Store, options: Options, say: Callable[[str], None], environ: Mapping[str, str]
+    store: Store,
+    options: Options,
+    say: Callable[[str], None],
+    environ: Mapping[str, str],
+    run_id: str | None = None,
 ) -> runs.RecordedRun | None:
     """The newest run of ``options``' name, script and arguments if it did not finish and
     has a checkpoint to go on from (None, said, where there is none or it has none: a new
-    run is recorded); a one-line error if it finished, may still be recording, or cannot be
-    resumed (by as many processes as this job has: ``environ``'s torchrun, if any). In a
-    torchrun job rank 0 decides, and the other ranks take its run."""
+    run is recorded), or the run ``run_id`` (``flor resume --run``); a one-line error if it
+    finished, may still be recording, or cannot be resumed (by as many processes as this
+    job has: ``environ``'s torchrun, if any). In a torchrun job rank 0 decides, and the
+    other ranks take its run."""
     job = Job.from_env(environ)
     if job is not None and job.rank > 0:
         chosen = job.wait("resume")
@@ -58,13 +63,32 @@ def unfinished(
             raise SystemExit(2)
         return runs.load_run(store, options.name, chosen) if chosen else None
     try:
-        run = _newest_unfinished(store, options, say, job.world_size if job else 1)
+        world_size = job.world_size if job else 1
+        run: runs.RecordedRun | None
+        if run_id is not None:
+            run = _named(store, options.name, run_id, world_size)
+        else:
+            run = _newest_unfinished(store, options, say, world_size)
     except FlorError:
         if job is not None:
             job.share("resume", "!")
         raise
     if job is not None:
         job.share("resume", run.run_id if run else "")
+    return run
+
+
+def _named(store: Store, name: str, run_id: str, world_size: int) -> runs.RecordedRun:
+    run = runs.load_run(store, name, run_id)
+    where = f"run {name}/{run_id}"
+    if run.meta.status == "finished":
+        raise FlorError("nothing-to-resume", f"{where} finished: nothing to resume")
+    _check_resumable(store, run, world_size)
+    if not any(c.blocks for c in run.commits.values()):
+        raise FlorError(
+            "cannot-resume",
+            f"{where} has no checkpoint to go on from: record it again with flor run",
+        )
     return run
 
 
