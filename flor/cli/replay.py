@@ -127,6 +127,8 @@ def replay(
             f"(exit status {f.exit_status}):\n{tail}",
             err=True,
         )
+    for line in done.sent:
+        edge.reporter.say(line)
     for where in done.diverged:
         edge.reporter.warn(replaying.divergence(where))
     sys.exit(1 if done.failures else DIVERGED if done.diverged else 0)
@@ -201,6 +203,8 @@ def _print_across(edge: Edge, planned: Across, done: Replayed) -> int:
             edge.reporter.error(
                 f"run {plan.run.run_id} failed (exit status {failure.exit_status}):\n{tail}"
             )
+    for line in done.sent:
+        edge.reporter.say(line)
     skipped = sum(p.skipped is not None for p in planned.plans)
     edge.reporter.say(
         f"{len(replayed)} of {len(planned.plans)} runs replayed, {skipped} skipped, "

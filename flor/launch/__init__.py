@@ -9,6 +9,7 @@ as ``__main__``, ``import_hook`` rewrites project modules as they are imported,
 with torch's import, ``process_end`` ends the process without Python's teardown.
 
 Imports: flor.errors, flor.inputs, flor.replay, flor.runs, flor.runtime.journal, flor.runtime.loop,
-flor.runtime.process, flor.runtime.state, flor.runtime.trainers, flor.sources, flor.store,
+flor.runtime.process, flor.runtime.state, flor.runtime.trackers, flor.runtime.trainers,
+flor.sources, flor.store,
 flor.transform.
 """

@@ -29,6 +29,7 @@ from flor.replay.merge import merged_output
 from flor.runs import layout
 from flor.runs.versions import SourceFiles, entry_name, recorded_sources, select_runs, version_of
 from flor.runtime.process.reporter import Reporter
+from flor.runtime.trackers.ledger import sent_lines
 from flor.sources import ENTRY
 from flor.store import Store, StoreSettings, shared_url
 from flor.transform.carry import Edit, carry, edit_of
@@ -243,6 +244,7 @@ def _written(folder: str, plan: RunPlan) -> str:
 class Replayed:
     outputs: dict[str, str]  # run id -> what its replay printed
     failures: dict[str, SegmentFailure]  # run id -> how it failed
+    sent: list[str] = field(default_factory=list)  # what they sent the script's trackers
 
 
 @dataclass(frozen=True)
@@ -289,7 +291,8 @@ def replay_across(
                 lambda: jobs, len(todo), workers.count, reporter.say, _label(todo)
             )
     outputs = {r.run_id: merged_output([r]) for r in results}
-    return Replayed(outputs, {todo[f.index - 1].run.run_id: f for f in failed})
+    failures = {todo[f.index - 1].run.run_id: f for f in failed}
+    return Replayed(outputs, failures, sent_lines([r.sent for r in results]))
 
 
 def _label(todo: list[RunPlan]) -> Callable[[int], str]:

@@ -19,6 +19,7 @@ from flor.replay.local import SegmentFailure, run_segments
 from flor.replay.merge import merged_output
 from flor.runs.records import SegmentResult
 from flor.runtime.process.reporter import Reporter
+from flor.runtime.trackers.ledger import sent_lines
 from flor.store import Store, StoreSettings, shared_url
 
 Label = Callable[[int], str]
@@ -29,6 +30,7 @@ class ParallelReplay:
     output: str  # merged, in iteration order
     failures: list[SegmentFailure]
     diverged: list[str]  # each segment's first divergence from the record
+    sent: list[str]  # what the segments sent the script's trackers, said
 
 
 def replay_in_parallel(
@@ -56,7 +58,8 @@ def replay_in_parallel(
         for r in sorted(results, key=lambda r: r.segment)
         if r.diverged
     ]
-    return ParallelReplay(merged_output(results), failures, diverged)
+    sent = sent_lines([r.sent for r in results])
+    return ParallelReplay(merged_output(results), failures, diverged, sent)
 
 
 def _each(count: int) -> range:

@@ -38,6 +38,7 @@ from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.runtime.state import settings
 from flor.runtime.state.scope import Frame
+from flor.runtime.trackers import Ledger
 from flor.store import Store
 
 MakeRecorder = Callable[[Options, RunMeta | None, ForkPoint | None], Recorder]
@@ -184,6 +185,8 @@ class Resumer(Session):
     """A recording that goes on with ``recorded``: a ``Replayer`` takes the loop up to the
     last usable checkpoint, a ``Recorder`` (``make_recorder``) the rest."""
 
+    trackers: Ledger
+
     def __init__(
         self,
         options: Options,
@@ -212,6 +215,7 @@ class Resumer(Session):
         self._make_recorder = make_recorder
         self.phase: Session = self.replayer
         self.recorder: Recorder | None = None
+        self.trackers = self._ledger()
 
     def _start_point(self) -> int:
         """The iteration to go on after: the last usable checkpoint, of an unchanged training."""
@@ -247,11 +251,19 @@ class Resumer(Session):
         yield from self.replayer.main_loop(iterable if is_while else iterator)
         self.replayer.release()
         self.recorder = self._recorder()
+        self.recorder.trackers = self.trackers  # noted in the run from its start
         self.phase = self.recorder
         yield from self.recorder.main_loop(iterable if is_while else iterator, depth=2)
 
     def _loop_begins(self, frame: Frame) -> None:
         """The script's set-up is done (``frame``: its loop's)."""
+
+    def _restoring(self) -> bool:
+        return self.recorder is None and self.replayer.stdout.quiet
+
+    def _ledger(self) -> Ledger:
+        """The trackers go on with the recorded run's sinks (an MLflow run continues)."""
+        return Ledger.resuming(self.recorded.meta.trackers, self._restoring)
 
     def _recorder(self) -> Recorder:
         options = replace(self.options, run_id=self.recorded.run_id, resume_from=self.at)
@@ -323,6 +335,10 @@ class Forker(Resumer):
 
     def _loop_begins(self, frame: Frame) -> None:
         self.setup = settings.of(settings.in_scope(frame))
+
+    def _ledger(self) -> Ledger:
+        """A new run: the trackers open new sinks (an MLflow run of its own)."""
+        return Ledger.recording(self._restoring)
 
     def block_end(
         self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from flor.errors import FlorError
 from flor.inputs import check_name, parse_epsilon, parse_restore, parse_segment, parse_storage
-from flor.runtime import trainers
+from flor.runtime import trackers, trainers
 from flor.runtime.loop import context
 from flor.runtime.process.options import Options
 
@@ -56,6 +56,7 @@ def start(
     recording resumes, or forks at iteration ``fork_at`` (``launch.resume``)."""
     sys.excepthook = _one_line_errors(sys.excepthook, reporter)
     trainers.install(reporter)  # a loop that lives in a library (Lightning's) takes flor's
+    trackers.install(lambda: getattr(context.current(), "trackers", None))  # MLflow, TensorBoard
     if options.spawned and job is None:
         from flor.launch.spawn import SpawnParent
 

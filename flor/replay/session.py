@@ -44,12 +44,15 @@ from flor.runtime.state.kinds import stateful_in_scope
 from flor.runtime.state.restore import CannotRestore, restore, restore_rng
 from flor.runtime.state.scope import Frame, bind, same, unbound, visible_names
 from flor.runtime.state.unbound import UNBOUND
+from flor.runtime.trackers import Ledger
 from flor.sources import project_sources
 from flor.store import Store
 from flor.transform.hindsight import loop_assigned, loop_file
 
 
 class Replayer(Session):
+    trackers: Ledger
+
     def __init__(
         self,
         options: Options,
@@ -91,6 +94,7 @@ class Replayer(Session):
         always = options.restore_always or self.run.meta.world_size > 1
         self.restore_cost = RestoreCost(self.run.meta, always)
         self.replay_id = options.replay_id or runs.new_id()
+        self.trackers = Ledger.replaying(self.run.meta.trackers, self._unshown, self.replay_id)
         self.streams, self.stdout, self.stderr = streams, streams.stdout, streams.stderr
         self.tally = ReplayTally()
         # A sparse plan is final once the loop starts: its conditions may read names then bound.
@@ -117,6 +121,16 @@ class Replayer(Session):
                 "iterations any of them needs"
             )
         self.job = job if self.world.in_step else None
+
+    def _unshown(self) -> bool:
+        """Whether what runs now is not this segment's to show: a quiet iteration, or the
+        code before (after) the loop in a segment other than the first (last)."""
+        if self.stdout.quiet:
+            return True
+        index, count = self.options.segment
+        if self.iteration is not None:
+            return False
+        return index > 1 if self.loops == 0 else index < count
 
     # -- a resumed recording's start ----------------------------------------------------
     def restore_up_to(self, at: int) -> None:
@@ -495,6 +509,7 @@ class Replayer(Session):
             finished=time.time(),
             diverged=self.tally.diverged(),
             reexecuted=self.tally.why,
+            sent=self.trackers.sent(),
         )
         key = layout.segment_key(self.run.prefix, self.replay_id, index, count)
         layout.put_json(self.store, key, result.to_json(), compact=True)  # an output per iteration
@@ -505,6 +520,9 @@ class Replayer(Session):
         if self.tally.iterations or self.tally.echoed:
             self.stderr.quiet = False
             self.reporter.say(self.tally.summary())
+        for line in self.trackers.said():
+            self.stderr.quiet = False
+            self.reporter.say(line)
         self.diverged = result.diverged
         self.result = result
         self.upload_failed = not self.flush_store()

@@ -149,12 +149,16 @@ class RunMeta(_Record):
     parent: str | None = None  # a fork: the run of the same name it went on from,
     forked_at: int | None = None  # after this iteration of it (restored from its checkpoint)
     fork_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # which won
+    # where the script sent values (runtime.trackers.ledger): each tracker's sinks, in the
+    # order it opened them, and the keys sent to each
+    trackers: Mapping[str, Any] = field(default_factory=dict)
     _newer = frozenset(
         {
             "settings",
             "parent",
             "forked_at",
             "fork_settings",
+            "trackers",
             "host",
             "pid",
             "resumed",
@@ -290,7 +294,9 @@ class SegmentResult(_Record):
     diverged: str = ""  # where a re-executed block first ended away from its checkpoint
     # a shown iteration whose blocks did not all restore -> why (flor.replay.decide's reason)
     reexecuted: Mapping[int, str] = field(default_factory=dict)
-    _newer = frozenset({"reexecuted"})
+    # what it sent the script's trackers: kind -> sink -> key -> values (runtime.trackers)
+    sent: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    _newer = frozenset({"reexecuted", "sent"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:

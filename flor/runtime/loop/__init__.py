@@ -6,5 +6,5 @@ replaying share (iterations, blocks); ``recorder`` is record mode. Replay mode l
 ``flor.replay``, above.
 
 Imports: flor.errors, flor.runs, flor.runtime.checkpoints, flor.runtime.journal,
-flor.runtime.process, flor.runtime.state, flor.store.
+flor.runtime.process, flor.runtime.state, flor.runtime.trackers, flor.store.
 """

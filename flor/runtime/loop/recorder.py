@@ -48,6 +48,7 @@ from flor.runtime.process.reporter import Reporter
 from flor.runtime.state import settings
 from flor.runtime.state.capture import Unrestorable
 from flor.runtime.state.scope import Frame
+from flor.runtime.trackers import Ledger
 from flor.store import Store
 
 DECISIONS_KEPT = 1000  # iterations' checkpoint decisions a job's store holds at once
@@ -60,6 +61,8 @@ JOURNAL_EVERY = 1000
 
 
 class Recorder(Session):
+    trackers: Ledger
+
     def __init__(
         self,
         options: Options,
@@ -127,6 +130,7 @@ class Recorder(Session):
         it journaled past that is dropped: this recording journals those iterations again;
         its sources stay)."""
         options = self.options
+        self.trackers = Ledger.recording()  # (a resumed run's: its Resumer's, from its start)
         if continues is None:
             if fork is None:
                 self.meta = new_meta(options, self.run_id, self.rank, self.job)
@@ -164,8 +168,10 @@ class Recorder(Session):
         if self.options.resume_from is not None and loop == 0:
             first = 0  # the loop the run began: its iterations so far are restored, not run
         self.loops += 1
-        if loop == 0:
-            self.meta = self.meta.updated(numerics=numeric_environment())
+        if loop == 0:  # the trackers opened so far: a killed run's replay still finds them
+            self.meta = self.meta.updated(
+                numerics=numeric_environment(), trackers=self.trackers.to_json()
+            )
             if self.meta.settings is None:  # as the script set them up: a fork compares them
                 self.meta = self.meta.updated(
                     settings=settings.of(settings.in_scope(sys._getframe(depth)))
@@ -530,6 +536,7 @@ class Recorder(Session):
             ended=time.time(),
             warnings=tuple(self.writer.warnings),
             callbacks=tuple(sorted(self.callbacks)),
+            trackers=self.trackers.to_json(),
         )
         if exit_status and self.loops:  # after the traceback, which the summary line preceded
             where = f"was left in iteration {self.next_iteration - 1}" if self._left else "ended"

@@ -20,6 +20,7 @@ from flor.store import Store
 
 if TYPE_CHECKING:
     from flor.runs.records import SegmentResult
+    from flor.runtime.trackers.ledger import Ledger
 
 
 def as_iterator(iterable: Iterable[Any] | Callable[[], bool]) -> tuple[Iterator[Any], bool]:
@@ -56,6 +57,7 @@ class Session:
         self.upload_failed = False  # set by close when a remote store did not get everything
         self.diverged = ""  # set by a replay's close: where a re-executed block left the record
         self.result: SegmentResult | None = None  # set by a replay's close: what it stored
+        self.trackers: Ledger | None = None  # what the script's trackers are sent (trackers)
 
     # -- what flor.it / SkipBlock / flor.log call -------------------------------
     def loop(self, iterable: Any) -> Iterator[Any]:
