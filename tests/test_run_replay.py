@@ -252,6 +252,8 @@ def test_dataframe_and_plot(flor_env: Flor, tmp_path: Path) -> None:
         "step",
         "name",
         "value",
+        "parent",
+        "forked_at",
     ]
     assert len(frame[frame.name == "loss"]) == 9
     png = tmp_path / "loss.png"
@@ -337,3 +339,8 @@ def test_what_restored_blocks_logged_to_stderr_is_replayed(
     ours = [line for line in replayed.stderr.splitlines() if not line.startswith("flor: ")]
     assert ours == plain.stderr.splitlines() and "raw stderr 3" in ours
     assert backwards <= 4  # restored or echoed, not re-trained (one iteration's 4 at most)
+    # Two workers: their stderr merged as their stdout is, each line once and in order.
+    split = f.cli("replay", "--name", "logs", "--restore", restore, "--workers", "2")
+    assert split.stdout == plain.stdout
+    ours = [line for line in split.stderr.splitlines() if not line.startswith("flor: ")]
+    assert ours == plain.stderr.splitlines()

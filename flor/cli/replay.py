@@ -120,6 +120,7 @@ def replay(
 
     done = replay_in_parallel(prepared, store, edge.settings, edge.reporter)
     click.echo(done.output, nl=False)
+    click.echo(done.errors, nl=False, err=True)
     for f in done.failures:
         tail = "\n".join(f.stderr.strip().splitlines()[-15:])
         click.echo(
@@ -197,6 +198,7 @@ def _print_across(edge: Edge, planned: Across, done: Replayed) -> int:
         if plan.skipped is None:
             click.echo(f"==> {plan.run.name}/{plan.run.run_id} (version {plan.version}) <==")
             click.echo(done.outputs.get(plan.run.run_id, ""), nl=False)
+            click.echo(done.errors.get(plan.run.run_id, ""), nl=False, err=True)
         failure = done.failures.get(plan.run.run_id)
         if failure is not None:
             tail = "\n".join(failure.stderr.strip().splitlines()[-15:])

@@ -245,6 +245,7 @@ class Replayed:
     outputs: dict[str, str]  # run id -> what its replay printed
     failures: dict[str, SegmentFailure]  # run id -> how it failed
     sent: list[str] = field(default_factory=list)  # what they sent the script's trackers
+    errors: dict[str, str] = field(default_factory=dict)  # run id -> what it wrote to stderr
 
 
 @dataclass(frozen=True)
@@ -291,8 +292,9 @@ def replay_across(
                 lambda: jobs, len(todo), workers.count, reporter.say, _label(todo)
             )
     outputs = {r.run_id: merged_output([r]) for r in results}
+    errors = {r.run_id: merged_output([r], stderr=True) for r in results}
     failures = {todo[f.index - 1].run.run_id: f for f in failed}
-    return Replayed(outputs, failures, sent_lines([r.sent for r in results]))
+    return Replayed(outputs, failures, sent_lines([r.sent for r in results]), errors)
 
 
 def _label(todo: list[RunPlan]) -> Callable[[int], str]:

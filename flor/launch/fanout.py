@@ -28,6 +28,7 @@ Label = Callable[[int], str]
 @dataclass(frozen=True)
 class ParallelReplay:
     output: str  # merged, in iteration order
+    errors: str  # what they wrote to stderr, merged the same way
     failures: list[SegmentFailure]
     diverged: list[str]  # each segment's first divergence from the record
     sent: list[str]  # what the segments sent the script's trackers, said
@@ -59,7 +60,8 @@ def replay_in_parallel(
         if r.diverged
     ]
     sent = sent_lines([r.sent for r in results])
-    return ParallelReplay(merged_output(results), failures, diverged, sent)
+    errors = merged_output(results, stderr=True)
+    return ParallelReplay(merged_output(results), errors, failures, diverged, sent)
 
 
 def _each(count: int) -> range:

@@ -93,7 +93,7 @@ def start(
         return context.install(recorder(options))
     from flor.replay.session import Replayer
 
-    streams = Streams(keep_stderr=False)
+    streams = Streams(keep_stderr=True)  # what it writes to stderr: merged across segments
     return context.install(Replayer(options, store, reporter, streams, job, recorded))
 
 

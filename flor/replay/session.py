@@ -510,6 +510,7 @@ class Replayer(Session):
             diverged=self.tally.diverged(),
             reexecuted=self.tally.why,
             sent=self.trackers.sent(),
+            stderr=self.stderr.text(),
         )
         key = layout.segment_key(self.run.prefix, self.replay_id, index, count)
         layout.put_json(self.store, key, result.to_json(), compact=True)  # an output per iteration

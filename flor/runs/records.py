@@ -197,7 +197,19 @@ class RunMeta(_Record):
             f"start-up {self.setup_seconds:.2f} s, checkpoints {self.checkpoint_seconds:.2f} s "
             f"and per-iteration bookkeeping {self.bookkeeping_seconds:.2f} s, of a "
             f"{self.epsilon:.2%} budget; of {self.compute_seconds:.1f} s of training{self._startup()}"
+            f"{self._over()}"
         )
+
+    def _over(self) -> str:
+        """Why the overhead exceeds the budget, where it does: what no budget can skip."""
+        if self.overhead <= self.epsilon * 1.001:
+            return ""
+        parts = {
+            "flor's start-up": self.setup_seconds,
+            "the first checkpoint, always taken": self.checkpoint_seconds,
+            "per-iteration bookkeeping": self.bookkeeping_seconds,
+        }
+        return f"; over the budget because of {max(parts, key=parts.__getitem__)}, charged whole"
 
     def _startup(self) -> str:
         share = self.budgeted_seconds - self.compute_seconds
@@ -296,7 +308,8 @@ class SegmentResult(_Record):
     reexecuted: Mapping[int, str] = field(default_factory=dict)
     # what it sent the script's trackers: kind -> sink -> key -> values (runtime.trackers)
     sent: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
-    _newer = frozenset({"reexecuted", "sent"})
+    stderr: Mapping[str, str] = field(default_factory=dict)  # as ``output``, of stderr
+    _newer = frozenset({"reexecuted", "sent", "stderr"})
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:

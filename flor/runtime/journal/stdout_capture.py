@@ -76,8 +76,8 @@ class TaggedStream(io.TextIOBase):
 class Streams:
     """``sys.stdout`` and ``sys.stderr`` tagged while a session runs (stderr in stdout's
     buckets), and put back when it closes: whoever starts the session installs them, the
-    session releases them. A recording keeps both (``keep_stderr``); a replay only stdout,
-    for its record."""
+    session releases them. A recording and a replay keep both (``keep_stderr``: a replay's
+    segments are merged); what only restores (a resume's first half), stdout alone."""
 
     def __init__(self, keep_stderr: bool) -> None:
         self._original = (sys.stdout, sys.stderr)

@@ -510,7 +510,7 @@ class Recorder(Session):
             f"{self.policy.taken - thinned} kept of {self.policy.taken} checkpoints "
             f"(storage budget {self.options.storage.text})"
             if thinned
-            else f"{self.policy.taken} checkpoints"
+            else f"{self.policy.taken} checkpoint{'' if self.policy.taken == 1 else 's'}"
         )
         who = f" (rank {self.rank} of {self.job.world_size})" if self.job else ""
         self.reporter.say(
