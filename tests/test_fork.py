@@ -190,3 +190,24 @@ def test_settings_are_read_and_set_through_state_dicts() -> None:
     )
     assert opt.param_groups[0]["lr"] == 0.2 and opt.param_groups[0]["betas"] == (0.8, 0.95)
     assert sched.gamma == 0.1
+
+
+def test_a_fork_may_change_the_training_block_itself(flor_env: Flor) -> None:
+    """Gradient clipping added inside the training block from the fork point on: what a
+    hand-written script that clips only after epoch AT prints."""
+    f = flor_env
+    source = (SCRIPTS / "plain/epoch_inline.py").read_text()
+    script = f.work / "train.py"
+    script.write_text(source)
+    f.cli("run", "--name", "exp", script.name, FLOR_EPSILON="1e9")
+    step = "        optimizer.step()\n"
+    clip = "torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)\n"
+    script.write_text(source.replace(step, "        " + clip + step))
+    (f.work / "hand.py").write_text(
+        source.replace(step, f"        if epoch > {AT}: " + clip + step)
+    )
+    fork, backwards = f.counting_backwards(
+        "fork", ("run", "--name", "exp", "--from", f"latest@{AT}", script.name)
+    )
+    assert fork.stdout == _after_fork(f.python(f.work / "hand.py").stdout)
+    assert backwards == (6 - AT - 1) * 10
