@@ -94,7 +94,9 @@ class Replayer(Session):
         always = options.restore_always or self.run.meta.world_size > 1
         self.restore_cost = RestoreCost(self.run.meta, always)
         self.replay_id = options.replay_id or runs.new_id()
-        self.trackers = Ledger.replaying(self.run.meta.trackers, self._unshown, self.replay_id)
+        self.trackers = Ledger.replaying(
+            self.run.meta.trackers, self._unshown, self.replay_id, lambda: self.iteration
+        )
         self.streams, self.stdout, self.stderr = streams, streams.stdout, streams.stderr
         self.tally = ReplayTally()
         # A sparse plan is final once the loop starts: its conditions may read names then bound.

@@ -1,7 +1,7 @@
 """What a script sends to its trackers, and what a replay lets through.
 
 A *sink* is where a tracker keeps one run's values: an MLflow run, a TensorBoard log
-directory. The script opens its sinks in an order (``mlflow.start_run``, ``SummaryWriter()``)
+directory, a W&B run. The script opens its sinks in an order (``mlflow.start_run``, ``SummaryWriter()``)
 that a replay of it repeats, so the k-th sink a replay opens is the k-th the recording
 opened. A recording notes each sink and the keys sent to it (``Ledger.recording``); the run
 keeps them (``RunMeta.trackers``). A replay (``Ledger.replaying``) opens the recorded sink
@@ -40,10 +40,12 @@ class Ledger:
         recorded: Mapping[str, Any] | None = None,
         quiet: Callable[[], bool] = lambda: False,
         replay_id: str | None = None,
+        iteration: Callable[[], int | None] = lambda: None,
     ) -> None:
         self.mode = mode
         self.quiet = quiet  # the open iteration is run without output
         self.replay_id = replay_id
+        self.iteration = iteration  # the open iteration (a replay's values carry it to W&B)
         self.recorded: dict[str, list[Sink]] = {
             kind: [Sink(kind, s["id"], set(s.get("keys", ()))) for s in sinks]
             for kind, sinks in (recorded or {}).items()
@@ -57,9 +59,13 @@ class Ledger:
 
     @classmethod
     def replaying(
-        cls, recorded: Mapping[str, Any], quiet: Callable[[], bool], replay_id: str
+        cls,
+        recorded: Mapping[str, Any],
+        quiet: Callable[[], bool],
+        replay_id: str,
+        iteration: Callable[[], int | None],
     ) -> Ledger:
-        return cls(REPLAY, recorded, quiet, replay_id)
+        return cls(REPLAY, recorded, quiet, replay_id, iteration)
 
     @classmethod
     def resuming(cls, recorded: Mapping[str, Any], quiet: Callable[[], bool]) -> Ledger:
@@ -135,13 +141,22 @@ class Ledger:
         lines = sent_lines([self.sent()])
         for kind in sorted(self.unmapped):
             lines.append(
-                f"the recording noted no {NAMES[kind]} where the script opens one now (it did "
+                f"the recording noted no {SINKS[kind]} where the script opens one now (it did "
                 "not end, or flor did not note trackers then): nothing sent to it"
             )
         return lines
 
 
-NAMES = MappingProxyType({"mlflow": "MLflow run", "tensorboard": "TensorBoard log directory"})
+SINKS = MappingProxyType(
+    {"mlflow": "MLflow run", "tensorboard": "TensorBoard log directory", "wandb": "W&B run"}
+)
+NAMES = MappingProxyType(  # where a replay sent values, said
+    {
+        "mlflow": "MLflow run {}",
+        "tensorboard": "TensorBoard log directory {}",
+        "wandb": "a W&B offline run linked to run {} (in its group; `wandb sync` uploads it)",
+    }
+)
 
 
 def sent_lines(sent: list[Mapping[str, Mapping[str, Mapping[str, int]]]]) -> list[str]:
@@ -155,6 +170,6 @@ def sent_lines(sent: list[Mapping[str, Mapping[str, Mapping[str, int]]]]) -> lis
                     counts[key] = counts.get(key, 0) + n
     return [
         f"sent {sum(keys.values())} hindsight values ({', '.join(sorted(keys))}) to "
-        f"{NAMES[kind]} {sink}; none of the recorded ones again"
+        f"{NAMES[kind].format(sink)}; none of the recorded ones again"
         for (kind, sink), keys in sorted(total.items())
     ]
