@@ -21,6 +21,10 @@ from flor.runs.records import RunMeta
 from flor.runtime.process.job import Feed, Job
 from flor.transform.sharding import sharded_state
 
+# One torchrun job at a time: two starting at once on this 2-core host have aborted a rank
+# ("terminate called without an active exception") in plain runs without flor.
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 SCRIPT = "ddp_train.py"
 TORCHRUN = {"TORCHELASTIC_USE_AGENT_STORE": "True", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
 

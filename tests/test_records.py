@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from flor.runs.records import CheckpointEntry, Commit, LoopEnd, RunMeta, SegmentResult
 
@@ -46,3 +47,28 @@ def test_older_records_load_and_keep_what_they_do_not_know() -> None:
     meta = RunMeta.from_json({"name": "n", "argv": ["t.py", "3"], "someday": {"x": 1}})
     assert meta.argv == ("t.py", "3") and meta.to_json()["someday"] == {"x": 1}
     assert meta.updated(status="finished").to_json()["status"] == "finished"
+
+
+def test_an_overhead_over_its_budget_says_what_no_budget_could_skip() -> None:
+    """A short run pays flor's start-up whole: the summary says so, not just two figures."""
+    meta = RunMeta(epsilon=1 / 15, overhead=0.6632, budgeted_seconds=4.9, compute_seconds=0.1)
+    over = replace(meta, setup_seconds=3.19, bookkeeping_seconds=0.001)
+    assert over.overhead_parts().endswith(
+        "; over the budget because of flor's start-up, charged whole"
+    )
+    within = replace(meta, overhead=0.05)
+    assert "over the budget" not in within.overhead_parts()
+
+
+def test_a_fork_point_at_iteration_0_and_set_up_values_noted_as_none_survive_json() -> None:
+    """Written only where they differ from their defaults: iteration 0 and an empty noting
+    are not defaults, and must come back as written."""
+    meta = RunMeta(parent="r1", forked_at=0, settings={}, trackers={"mlflow": []})
+    back = RunMeta.from_json(meta.to_json())
+    assert (back.parent, back.forked_at, back.settings, back.trackers) == (
+        "r1",
+        0,
+        {},
+        meta.trackers,
+    )
+    assert RunMeta.from_json(RunMeta().to_json()).settings is None  # older: not noted

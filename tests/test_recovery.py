@@ -170,6 +170,7 @@ def test_a_hand_annotated_run_resumes_with_flor_resume(flor_env: Flor) -> None:
     assert "resumed 1x" in f.cli("ls").stdout
 
 
+@pytest.mark.xdist_group("torchrun")  # one torchrun job at a time (test_distributed.py)
 def test_a_torchrun_job_resumes_under_torchrun_with_as_many_processes(flor_env: Flor) -> None:
     """A DDP job whose rank 1 is killed at the start of epoch 3 resumes under torchrun with
     the same world size: every rank replays up to the checkpoint all of them committed and
