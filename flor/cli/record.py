@@ -162,7 +162,7 @@ def run(
         module=module,
         argv=(script, *args),
     )
-    _record(edge, options, "" if resume else None, fork)
+    _record(edge, edge.store(spool=True), options, "" if resume else None, fork)
 
 
 @click.command()
@@ -194,7 +194,7 @@ def resume(edge: Edge, name: str, run_id: str | None, epsilon: float, storage: s
         module=meta.module,
         argv=meta.argv,
     )
-    _record(edge, options, meta.run_id, None)
+    _record(edge, store, options, meta.run_id, None)
 
 
 def _resumed(store: Store, name: str, run_id: str | None) -> RunMeta:
@@ -213,18 +213,21 @@ def _resumed(store: Store, name: str, run_id: str | None) -> RunMeta:
 
 
 def _record(
-    edge: Edge, options: Options, resume: str | None, fork: tuple[str, int] | None
+    edge: Edge,
+    store: Store,
+    options: Options,
+    resume: str | None,
+    fork: tuple[str, int] | None,
 ) -> NoReturn:
-    """Record ``options.script`` in this process, going on from the run ``resume`` names
-    (``""``: the newest unfinished one of the same script and arguments), or forking the
-    run ``fork`` names at its iteration; exit with the script's status."""
+    """Record ``options.script`` in this process into ``store``, going on from the run
+    ``resume`` names (``""``: the newest unfinished one of the same script and arguments),
+    or forking the run ``fork`` names at its iteration; exit with the script's status."""
     from flor.launch.record import Rewritten, instrumented_project, record_here
     from flor.launch.start import loop_tests
     from flor.launch.startup import while_torch_imports
 
     script, module = options.argv[0] if options.argv else "", options.module
     original = read_script(options.script or script)
-    store = edge.store(spool=True)
     options = replace(options, original=original)
     recorded = _goes_on_from(store, options, edge.reporter, resume, fork)
 
