@@ -28,6 +28,7 @@ from flor.replay.plan import (
     plan_replay,
     replan,
 )
+from flor.replay.restoring import label, restore_block
 from flor.replay.tally import ReplayTally
 from flor.replay.verify import first_difference, recorded_nodes, state_nodes, torch_rng_matches
 from flor.replay.world import needs_world, replay_world
@@ -41,8 +42,8 @@ from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.runtime.state import settings
 from flor.runtime.state.kinds import stateful_in_scope
-from flor.runtime.state.restore import CannotRestore, restore, restore_rng
-from flor.runtime.state.scope import Frame, bind, same, unbound, visible_names
+from flor.runtime.state.restore import CannotRestore
+from flor.runtime.state.scope import Frame, bind, unbound, visible_names
 from flor.runtime.state.unbound import UNBOUND
 from flor.runtime.trackers import Ledger
 from flor.sources import project_sources
@@ -403,7 +404,7 @@ class Replayer(Session):
         """Compare the state a re-executed block ended in with its checkpoint (``verify``);
         the checkpoint's tree where they differ, so that the replay goes on from the record."""
         end = self.ends.get(name)
-        labels = [_label(end.positional if end else (), i) for i in range(len(objs))]
+        labels = [label(end.positional if end else (), i) for i in range(len(objs))]
         try:
             tree = self.loader.get(entry)
         except CorruptCheckpoint as e:
@@ -444,7 +445,9 @@ class Replayer(Session):
                 f"the checkpoint of iteration {self.iteration} holds {len(tree['objs'])}",
             )
         try:
-            restored = self._restore(name, tree, objs, named, frame)
+            end = self.ends.get(name)
+            positional = end.positional if end is not None else ()
+            restored = restore_block(tree, objs, named, frame, positional, self.rebound)
         except CannotRestore as e:
             raise FlorError(
                 e.slug,
@@ -456,29 +459,6 @@ class Replayer(Session):
             settings.apply(settings.in_scope(frame), meta.fork_settings)
         if skipped:
             self.restore_cost.measured(time.perf_counter() - self._restore_started)
-        return restored
-
-    def _restore(
-        self, name: str, tree: Any, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
-    ) -> tuple[Any, ...]:
-        """Put the checkpointed state where the block's end finds it; what ``end`` returns."""
-        done: dict[int, Any] = {}
-        end = self.ends.get(name)
-        labels = end.positional if end is not None else ()
-        values = tree.get("values", {})
-        held = {**values, **tree.get("named", {})}
-        restored = tuple(
-            restore(o, node, done, _label(labels, i))
-            for i, (o, node) in enumerate(zip(objs, tree["objs"]))
-        )
-        unbound = {"k": "unbound"}  # a name the recording's scope had not bound yet
-        restored += tuple(restore(v, held.get(k, unbound), done, k) for k, v in named.items())
-        now = stateful_in_scope(visible_names(frame))
-        for path, node in tree.get("scope", {}).items():
-            if path in now:
-                restore(now[path], node, done, path)
-        _rebind_values(frame, values, done, self.rebound)
-        restore_rng(tree["rng"])
         return restored
 
     def log(self, name: str, value: Any, step: int | None) -> None:
@@ -530,30 +510,6 @@ class Replayer(Session):
         self.result = result
         self.upload_failed = not self.flush_store()
         self.streams.release()
-
-
-def _label(names: tuple[str | None, ...], i: int) -> str:
-    name = names[i] if i < len(names) else None
-    return name or f"value {i + 1} of SkipBlock.end"
-
-
-def _rebind_values(
-    frame: Frame, values: dict[str, Any], done: dict[int, Any], rebound: frozenset[str] | None
-) -> None:
-    """Rebind the scope's saved values where this process's differ (a segment's first
-    iteration, names the skipped block bound); equal ones keep their identity. A name the
-    loop never assigns (not in ``rebound``) is only refilled in place (a list it appends
-    to), never rebound."""
-    current = frame.f_locals
-    changed = {}
-    for name, node in values.items():
-        cur = current.get(name, UNBOUND)
-        new = restore(cur, node, done, name)
-        if rebound is not None and name not in rebound:
-            continue
-        if cur is UNBOUND or not same(cur, new):
-            changed[name] = new
-    bind(frame, changed)
 
 
 _END = object()
