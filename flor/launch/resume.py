@@ -347,14 +347,10 @@ class Forker(Resumer):
             return self.phase.block_end(objs, named, frame)
         restored = self.replayer.block_end(objs, named, frame)
         scope = settings.in_scope(frame)
-        if self.wins is None:
-            parent = self.recorded.meta.settings
-            self.wins, said = settings.fork_settings(
-                None if parent is None else {p: dict(v) for p, v in parent.items()},
-                self.setup,
-                settings.of(scope),
+        if self.wins is None:  # said once the restored iteration's output is no longer quiet
+            self.wins, self.said = settings.fork_settings(
+                self.recorded.meta.settings, self.setup, settings.of(scope)
             )
-            self.said = said  # said once the restored iteration's output is no longer quiet
         settings.apply(scope, self.wins)
         return restored
 

@@ -503,8 +503,10 @@ class Replayer(Session):
         if self.tally.iterations or self.tally.echoed:
             self.stderr.quiet = False
             self.reporter.say(self.tally.summary())
-        for line in self.trackers.said():
+        sent = self.trackers.said()
+        if sent:
             self.stderr.quiet = False
+        for line in sent:
             self.reporter.say(line)
         self.diverged = result.diverged
         self.result = result

@@ -3,8 +3,9 @@
 Each row is one ``flor.log`` value of a run: when it was recorded (``source`` "record") or
 by a replay of it (``source`` "replay", with its ``replay_id``), beside the run's code
 ``version`` and its lineage (a fork's ``parent`` run and ``forked_at`` iteration: its own
-iterations follow that one of its parent's), so that the values a hindsight edit produced in every past run (``flor replay
---runs``) sit next to what those runs logged themselves. pandas is optional.
+iterations follow that one of its parent's), so that the values a hindsight edit produced
+in every past run (``flor replay --runs``) sit next to what those runs logged themselves.
+pandas is optional.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def _leaves(node: Any, path: tuple[str, ...], optimizer: bool) -> Any:
 
 
 def fork_settings(
-    parent_setup: Settings | None, today: Settings, at_fork: Settings
+    parent_setup: Mapping[str, Mapping[str, Any]] | None, today: Settings, at_fork: Settings
 ) -> tuple[Settings, list[str]]:
     """Which of ``today``'s set-up values win over the restored ones (``at_fork``, the
     parent's at the fork point): those today's script sets up differently from the

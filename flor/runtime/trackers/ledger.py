@@ -1,8 +1,8 @@
 """What a script sends to its trackers, and what a replay lets through.
 
 A *sink* is where a tracker keeps one run's values: an MLflow run, a TensorBoard log
-directory, a W&B run. The script opens its sinks in an order (``mlflow.start_run``, ``SummaryWriter()``)
-that a replay of it repeats, so the k-th sink a replay opens is the k-th the recording
+directory, a W&B run. The script opens its sinks in an order (``mlflow.start_run``,
+``SummaryWriter()``, ``wandb.init``) that a replay of it repeats, so the k-th sink a replay opens is the k-th the recording
 opened. A recording notes each sink and the keys sent to it (``Ledger.recording``); the run
 keeps them (``RunMeta.trackers``). A replay (``Ledger.replaying``) opens the recorded sink
 instead of a new one and lets a value through only where the recording sent nothing under
@@ -27,8 +27,8 @@ RECORD, REPLAY, RESUME = "record", "replay", "resume"
 
 @dataclass
 class Sink:
-    kind: str  # "mlflow", "tensorboard"
-    id: str  # an MLflow run id, a log directory
+    kind: str  # "mlflow", "tensorboard", "wandb"
+    id: str  # an MLflow run id, a log directory, a W&B run id
     keys: set[str] = field(default_factory=set)  # sent to it by the recording
     sent: dict[str, int] = field(default_factory=dict)  # by this process: key -> values
 
