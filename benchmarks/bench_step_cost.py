@@ -10,7 +10,12 @@ Timings on a shared 2-core machine swing by a third from one minute to the next,
 counts what does not swing: the Python bytecodes flor's own frames execute per step (over
 1,000 steps, traced), a figure a change to the hot path can be judged by exactly.
 
-    python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3]
+Then the same inside a real loop, where each hook runs cold between torch calls: the DQN
+shape (``benchmarks/shapes/dqn_loop.py``, 10,000 steps, unmodified, ``flor run``), flor's own
+figure of its per-iteration bookkeeping (the run's ``bookkeeping_seconds``), and the
+checkpoints the default budget bought beside it.
+
+    python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3] [--dqn-repeats 3]
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from flor import runs
+from flor.store import LocalStore
 
 SCRIPT = """
 import os, sys, time, statistics
@@ -73,10 +81,31 @@ def per_step(work: Path, *args: str, figure: str = "per-step", traced: bool = Fa
     return float(line.split()[1])
 
 
+def dqn_bookkeeping(work: Path, repeats: int) -> None:
+    """Median per-iteration bookkeeping and checkpoints of ``repeats`` recordings."""
+    shape = Path(__file__).parent / "shapes" / "dqn_loop.py"
+    home = work / "dqn-home"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(home)}
+    per_step, taken = [], []
+    for _ in range(repeats):
+        cmd = [sys.executable, "-m", "flor.cli", "run", "--name", "dqn", str(shape)]
+        proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr)
+        run = runs.load_run(LocalStore(home), "dqn")
+        per_step.append(run.meta.bookkeeping_seconds / run.iterations * 1e6)
+        taken.append(len(run.commits))
+    print(
+        f"DQN shape (10,000 steps): bookkeeping {statistics.median(per_step):.2f} us/step "
+        f"({', '.join(f'{t:.2f}' for t in per_step)}), checkpoints {taken}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dqn-repeats", type=int, default=3)
     opts = parser.parse_args()
     n = str(opts.steps)
     times: dict[str, list[float]] = {"plain": [], "record": [], "replay": []}
@@ -101,6 +130,9 @@ def main() -> None:
             f"{kind:<7} {t:.2f} us/step: flor's own {t - plain:.2f} us/step, "
             f"{counted[kind]:.0f} bytecodes"
         )
+    if opts.dqn_repeats:
+        with tempfile.TemporaryDirectory() as tmp:
+            dqn_bookkeeping(Path(tmp), opts.dqn_repeats)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
@@ -190,12 +191,15 @@ def test_a_commit_charged_after_it_settled_counts_in_its_checkpoints_cost() -> N
 
 
 @pytest.mark.parametrize("eves", [True, False])
-def test_what_surely_skips_decide_skips_too(eves: bool) -> None:
-    """``surely_skips`` spares most iterations of a fast loop the whole decision: wherever
-    it says SKIP, ``decide`` says so too, whatever is charged in between (a random walk of
-    charges, bookkeeping, start-up allowances and periodic tests). Where no iteration can be
-    the eve of a periodic one (``eves`` False: the lookahead foresaw none), it also says so
-    while the budget is short of one more checkpoint, not only when it is spent."""
+def test_what_skipping_says_decide_says_too(eves: bool) -> None:
+    """``skipping`` spares most iterations of a fast loop the whole decision: wherever it
+    says an iteration is surely skipped, and at every later point below the iteration and
+    the training it names, ``decide`` says SKIP too, whatever is charged in between (a
+    random walk of bookkeeping, start-up allowances and periodic tests, until a checkpoint's
+    cost changes what the next is expected to cost). Where no
+    iteration can be the eve of a periodic one (``eves`` False: the lookahead foresaw none),
+    it also says so while the budget is short of one more checkpoint, not only when it is
+    spent."""
     rng = random.Random(7)
     fast = waiting = 0
     for _ in range(200):
@@ -204,17 +208,22 @@ def test_what_surely_skips_decide_skips_too(eves: bool) -> None:
         if rng.random() < 0.5:
             policy.allow_startup(rng.random() * 3, rng.randrange(0, 500))  # 0: not known
         compute = 0.0
+        horizon = (0, 0.0)  # what skipping said last
         for g in range(300):
             compute += rng.random() * 0.01
             policy.bookkeeping += rng.random() * rng.choice([0.002, 0.0001])
-            sure = policy.surely_skips(compute, g, eve=eves)
-            waiting += sure and not policy.surely_skips(compute, g)
+            kept = g < horizon[0] and compute < horizon[1]
+            if not kept and rng.random() < 0.7:
+                horizon = policy.skipping(compute, g, sys.maxsize if not eves else g + 1)
+            sure = g < horizon[0] and compute < horizon[1]
+            waiting += sure and policy.skipping(compute, g, g + 1)[0] <= g
             decided = policy.decide(compute, g, lambda: eves and rng.random() < 0.1)
             assert not sure or decided == Decision.SKIP, (g, compute)
             fast += sure
-            if decided:
+            if decided:  # a new cost to expect: asked again (the recorder's fast lane too)
                 policy.charge(g, rng.random() * 0.05)
                 policy.settle(g)
+                horizon = (0, 0.0)
     assert fast > 0, "the shortcut is taken"
     assert waiting > 0 if not eves else waiting == 0, "and while short of one more, no eves"
 

@@ -255,3 +255,42 @@ def test_a_spare_core_is_one_torch_does_not_use() -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert spare_core(1) == (cores is not None and cores > 1)
     assert not spare_core(4096)
+
+
+QUICK_STEPS = """
+import torch
+
+import flor
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in flor.it(range(3000)):
+    if flor.SkipBlock.step_into("update"):
+        loss = model(torch.randn(2, 4)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model, opt = flor.SkipBlock.end(model, opt)
+    if step % 500 == 0:
+        print(step, round(float(loss), 6))
+"""
+
+
+def test_a_block_after_a_stretch_of_fast_iterations_is_its_iteration_s_first(
+    flor_env: Flor,
+) -> None:
+    """Most iterations of a loop of short steps take the recorder's fast lane, which counts
+    no block occurrences. The iteration after such a stretch that takes a checkpoint labels
+    its block as the iteration's first (``update/0``), the label replay restores by; and its
+    counters and timings are journaled for every iteration, compactly."""
+    script = flor_env.work / "quick.py"
+    script.write_text(QUICK_STEPS)
+    flor_env.python(script, "--flor", "quick")
+    run = runs.load_run(LocalStore(flor_env.home), "quick")
+    taken = sorted(run.commits)
+    assert len(taken) >= 2 and any(b - a > 1 for a, b in zip(taken, taken[1:])), taken
+    labels = {label for g in taken for label in run.commits[g].blocks}
+    assert labels == {"update/0"}
+    assert sorted(run.timings) == list(range(3000))
+    assert all(run.scalars[g].get("@") == 0 for g in run.scalar_firsts)

@@ -1,8 +1,9 @@
 """The run catalogue, below the runtime: how runs are laid out in a store, and reading them.
 
-``layout`` spells every key; ``catalogue`` lists and loads runs; ``query``, ``showing``,
-``dataframe`` and ``plot`` are read-only views; ``retention`` (``flor gc``) and
-``transfer`` (``flor push``/``pull``) act on whole runs.
+``layout`` spells every key; ``records`` types what its files hold (``series``: the
+journal's per-iteration series, compactly); ``catalogue`` lists and loads runs; ``query``,
+``showing``, ``dataframe`` and ``plot`` are read-only views; ``retention`` (``flor gc``)
+and ``transfer`` (``flor push``/``pull``) act on whole runs.
 
 Imports: flor.errors, flor.inputs, flor.sources, flor.store.
 """

@@ -3,9 +3,10 @@
 Each record reads itself from JSON (``from_json``) and writes itself back
 (``to_json``) in the format the store has held, so runs recorded before these
 types existed still load: fields a record does not know are kept in ``extra``
-and written back, and fields it lacks take defaults. One change since: timings
-are written as ``timings_us`` (whole microseconds); ``timings`` in seconds still
-loads.
+and written back, and fields it lacks take defaults. Changes since: timings
+are written as ``timings_us`` (whole microseconds; ``timings`` in seconds still
+loads), and a recorder's timings and loop counters in the compact forms of ``series``
+(the per-iteration objects they replaced still load).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
+
+from flor.runs.series import CounterRuns, Timings
 
 R = TypeVar("R", bound="_Record")
 
@@ -43,7 +46,11 @@ class _Record:
             if f.name == "extra" or (f.name in self._newer and _is_default(f, value)):
                 continue
             if f.name in _MICROSECONDS:
-                out[f"{f.name}_us"] = {k: round(v * 1e6) for k, v in value.items()}
+                out[f"{f.name}_us"] = (
+                    value.to_json()
+                    if type(value) is Timings
+                    else {k: round(v * 1e6) for k, v in value.items()}
+                )
             elif f.name in _PER_ITERATION and type(value) is dict:
                 out[f.name] = value  # {iteration: number or plain dict}: json writes it as is
             else:
@@ -54,7 +61,12 @@ class _Record:
 def _is_default(f: Field[Any], value: Any) -> bool:
     if f.default is not MISSING:
         return bool(value == f.default)
-    return f.default_factory is not MISSING and bool(value == f.default_factory())
+    if f.default_factory is MISSING:
+        return False
+    default = f.default_factory()
+    if not default:  # an empty container: not compared item by item (series are long)
+        return not value and type(value) is type(default)
+    return bool(value == default)
 
 
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -67,7 +79,7 @@ def _jsonable(value: Any) -> Any:
         return value
     if type(value) is dict:
         return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, _Record):
+    if isinstance(value, (_Record, CounterRuns)):
         return value.to_json()
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -90,11 +102,19 @@ def _in_seconds(data: Mapping[str, Any]) -> Mapping[str, Any]:
         return data
     out = {k: v for k, v in data.items() if k not in stored}
     for key, name in stored.items():
-        out[name] = {k: v / 1e6 for k, v in data[key].items()}
+        value = data[key]
+        if type(value) is list:  # consecutive iterations (series.Timings)
+            out[name] = Timings.from_json(value)
+        else:
+            out[name] = {k: v / 1e6 for k, v in value.items()}
     return out
 
 
-def _by_iteration(value: Mapping[str, Any]) -> dict[int, Any]:
+def _by_iteration(value: Any) -> Mapping[int, Any]:
+    if type(value) is Timings:
+        return value
+    if "iterations" in value:  # series.CounterRuns (the older form's keys are iterations)
+        return CounterRuns.from_json(value)
     return {int(k): v for k, v in value.items()}
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
+
+from flor.runs.series import Timings
 
 _IMPORTED = time.monotonic()  # when flor was imported: the fallback start of the process
 
@@ -27,10 +30,11 @@ def process_age() -> float:
 
 class IterationClock:
     def __init__(self) -> None:
+        # The recorder's fast lane does ``turn``'s arithmetic on these three inline.
         self.compute = 0.0
-        self._timings: dict[int, float] = {}  # not yet journaled
+        self.timings: dict[int, float] = {}  # not yet journaled
         self._block_seconds: dict[int, float] = {}
-        self._iteration_start = 0.0
+        self.iteration_start = 0.0
         self._block_start = 0.0
         self._stall = 0.0  # flor's own time inside the open iteration
 
@@ -40,16 +44,16 @@ class IterationClock:
         """Iteration ``ended`` (None: none, or ended already) ended at ``now``, and the next
         begins at ``start``: one call where most iterations would make two."""
         if ended is not None:
-            elapsed = now - self._iteration_start - self._stall
+            elapsed = now - self.iteration_start - self._stall
             self.compute += elapsed
-            self._timings[ended] = elapsed
+            self.timings[ended] = elapsed
         self._stall = 0.0
-        self._iteration_start = start
+        self.iteration_start = start
 
     def end_iteration(self, iteration: int, now: float) -> None:
-        elapsed = now - self._iteration_start - self._stall
+        elapsed = now - self.iteration_start - self._stall
         self.compute += elapsed
-        self._timings[iteration] = elapsed
+        self.timings[iteration] = elapsed
 
     def begin_block(self, now: float) -> None:
         self._block_start = now
@@ -58,14 +62,15 @@ class IterationClock:
         """Close the block's time; return the compute so far, this iteration's included."""
         seconds = self._block_seconds.get(iteration, 0.0) + now - self._block_start
         self._block_seconds[iteration] = seconds
-        return self.compute + (now - self._iteration_start - self._stall)
+        return self.compute + (now - self.iteration_start - self._stall)
 
     def stalled(self, seconds: float) -> None:
         """``seconds`` of flor's own work inside the iteration: not training."""
         self._stall += seconds
 
-    def take(self) -> tuple[dict[int, float], dict[int, float]]:
-        """Seconds per iteration, and in its blocks, since the last journal entry."""
-        timings, self._timings = self._timings, {}
+    def take(self) -> tuple[Mapping[int, float], Mapping[int, float]]:
+        """Seconds per iteration, and in its blocks, since the last journal entry (as
+        ``series.Timings`` where consecutive: one list, not a dict, to journal)."""
+        timings, self.timings = self.timings, {}
         blocks, self._block_seconds = self._block_seconds, {}
-        return timings, blocks
+        return Timings.of(timings), Timings.of(blocks)

@@ -83,7 +83,7 @@ class CheckpointPolicy:
         self._expected: float | None = None  # the next one's cost (None: nothing charged yet)
         self._settled = -1  # the last checkpoint settled: the newest in _recent
         self._lock = threading.Lock()  # the writer thread charges too
-        # Below both, ``decide`` surely says SKIP (``surely_skips``): set when it last found
+        # Below both, ``decide`` surely says SKIP (``skipping``): set when it last found
         # everything spent above the budget, which only grows with training.
         self._skip_compute = 0.0
         self._skip_iteration = 0
@@ -133,14 +133,21 @@ class CheckpointPolicy:
         on_round = (iteration + 1) % round_period(affordable) == 0
         return Decision.TAKE if on_round else Decision.SKIP
 
-    def surely_skips(self, compute: float, iteration: int, eve: bool = True) -> bool:
-        """Whether ``decide`` would say SKIP now, at the cost of a few compares: what was spent
-        when it last said so is still above the budget (what is spent only grows), or, where
-        the iteration cannot be the eve of a periodic one (``eve``), still short of one more
-        checkpoint. Most iterations of a loop of sub-millisecond steps ask only this."""
+    def skipping(
+        self, compute: float, iteration: int, quiet_until: int = sys.maxsize
+    ) -> tuple[int, float]:
+        """The iteration and the training below both of which ``decide`` surely says SKIP,
+        from ``iteration`` after ``compute`` on, as it last found; ``(iteration, 0.0)``: not
+        surely. Sure where what was spent when it last said so is still above the budget
+        (what is spent only grows), or, before ``quiet_until - 1`` (no iteration before it
+        is the eve of a periodic one), still short of one more checkpoint. Most iterations
+        of a loop of sub-millisecond steps are below it, and ask nothing more."""
         if compute < self._skip_compute and iteration < self._skip_iteration:
-            return True
-        return not eve and compute < self._wait_compute and iteration < self._wait_iteration
+            return self._skip_iteration, self._skip_compute
+        until = min(self._wait_iteration, quiet_until - 1)
+        if compute < self._wait_compute and iteration < until:
+            return until, self._wait_compute
+        return iteration, 0.0
 
     def _horizon(self, spent: float) -> tuple[float, int]:
         """The training and the iteration below both of which the budget is below ``spent``

@@ -48,6 +48,7 @@ class BackgroundWriter:
         self._max_bytes = max_bytes
         self._inflight = 0
         self._queued = 0  # jobs handed to the thread and not yet done
+        self.idle = True  # none queued: every job queued so far has run (read every iteration)
         self._cond = threading.Condition()
         self._queue: queue.Queue[tuple[int, int, Job, bool, Future[Any]] | None] = queue.Queue()
         self._failed: set[int] = set()
@@ -65,17 +66,13 @@ class BackgroundWriter:
                 self._cond.wait()
             self._inflight += nbytes
             self._queued += 1
+            self.idle = False
         self._queue.put((iteration, nbytes, job, commit, future))
         return future
 
     def room_for(self, nbytes: int) -> bool:
         """Whether ``nbytes`` more in flight stay within ``max_bytes`` (or nothing is)."""
         return not self._inflight or self._inflight + nbytes <= self._max_bytes
-
-    @property
-    def idle(self) -> bool:
-        """Whether every job queued so far has run."""
-        return self._queued == 0
 
     def flush(self) -> None:
         """Block until every queued job has run."""
@@ -99,6 +96,7 @@ class BackgroundWriter:
                 with self._cond:
                     self._inflight -= nbytes
                     self._queued -= 1
+                    self.idle = self._queued == 0
                     self._cond.notify_all()
                 self._queue.task_done()
 

@@ -162,10 +162,16 @@ class Lookahead:
         self.calls = 0
         self.evaluations = 0  # of a guard, one iteration ahead (foreseeing is not one)
         self._quiet_until = 0  # no test that may be rare fires before this iteration
+        self._foreseen: dict[int, int] = {}  # test -> the iteration it was seen firing, ahead
 
     def quiet(self, target: int) -> bool:
         """Whether iteration ``target`` was foreseen to fire no test that may be rare."""
         return target < self._quiet_until
+
+    @property
+    def quiet_until(self) -> int:
+        """The first iteration not foreseen to be quiet."""
+        return self._quiet_until
 
     def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup, ahead: int = 1) -> bool:
         """Whether a rare test fires in iteration ``g + ahead``; ``known``: what ``g`` started
@@ -186,7 +192,8 @@ class Lookahead:
             self.evaluations += 1
             if holds is None:
                 continue
-            self._seen(i, holds)
+            if self._foreseen.get(i) != target:  # (else seen when it was foreseen)
+                self._seen(i, holds)
             fires = fires or (holds and self._rare(i))
         if not fires:
             self._quiet_until = self._foresee(target, then, lookup)
@@ -207,8 +214,14 @@ class Lookahead:
         k = 1
         while k <= self.HORIZON and not any(_may_hold(guard, k) for guard in tests.values()):
             k += 1
-        for i in tests:
+        for i, guard in tests.items():
             self._seen(i, False, k - 1)
+            if k <= self.HORIZON and _holds(guard, k):
+                # Seen firing, too, where foreseen exactly: a test asked only on the eves
+                # its foresight leaves (an update every 4 steps, whose eve found the budget
+                # spent) would else look rare forever, and make every 4th iteration an eve.
+                self._seen(i, True)
+                self._foreseen[i] = target + k
         return target + k
 
     def _seen(self, i: int, holds: bool, times: int = 1) -> None:
@@ -239,6 +252,17 @@ def _may_hold(guard: list[Foreseen], k: int) -> bool:
         if value != wanted:
             return False
     return True
+
+
+def _holds(guard: list[Foreseen], k: int) -> bool:
+    """Whether every test of ``guard`` surely holds ``k`` iterations after it was foreseen."""
+    try:
+        return all(
+            bool(test(*[base + slope * k if slope else base for base, slope in lines])) == wanted
+            for test, lines, wanted in guard
+        )
+    except Exception:  # not known
+        return False
 
 
 def _compile(t: Test) -> Callable[..., Any]:

@@ -58,6 +58,7 @@ RESERVE_BYTES = 1 << 20  # disk set aside for the journal's last entries once th
 # writer has finished the previous commit: on steps of a few microseconds it cannot keep up
 # with one per 1000 (it needs the GIL the loop holds), and would lag behind the loop's end.
 JOURNAL_EVERY = 1000
+JOURNAL_RETRY = 64  # iterations until a journal entry that waits for the writer asks again
 
 
 class Recorder(Session):
@@ -103,8 +104,8 @@ class Recorder(Session):
         self.written: list[Future[Written]] = []
         self._checkpointing: Decision | None = None  # decided at the iteration's first block end
         self._fast = False  # the open iteration surely takes no checkpoint (_turn)
-        # With a core to spare, the writer is charged what training lost while it ran
-        # (interference); without one (known at the first loop), its CPU time.
+        self._fast_until, self._fast_compute = 0, 0.0  # until then, later ones too
+        # known at the first loop: the writer is then charged what training lost, else its CPU
         self._spare_core = False
         self.interference = Interference()
         self._in_flight = -1  # the newest checkpoint handed to the writer since it was idle
@@ -113,7 +114,7 @@ class Recorder(Session):
         self._ahead = Decision.TAKE  # rank 0 in a job: the next one's decision (the first: taken)
         self._feed: Feed | None = None  # other ranks: rank 0's decisions, read ahead
         self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
-        self._journaled = -1  # the last iteration a commit journaled
+        self._journal_at = JOURNAL_EVERY - 1  # whose end journals, checkpoint or not
         self._committed: Future[Any] = Future()  # the last commit submitted
         self._committed.set_result(None)
         self._closed = False
@@ -180,10 +181,12 @@ class Recorder(Session):
             self.journal.write_meta(self.meta)
             self._allow_startup(iterable)
         iterator, _ = as_iterator(iterable)
+        frame = sys._getframe(depth)  # the frame running the ``for``: it resumes us each time
+        scope = frame.f_code.co_name
         status = "closed"  # break, or an exception in the loop body, closes the generator
         try:
             for value in iterator:
-                self._turn(value, sys._getframe(depth))
+                self._turn(value, frame, scope)
                 yield value
             status = "exhausted"
         finally:
@@ -206,7 +209,7 @@ class Recorder(Session):
             length = self.journal.previous_length(self.options.name, self.options.script)
         self.policy.allow_startup(process_age() - self.policy.fixed, max(length, 0))
 
-    def _turn(self, value: Any, loop_frame: Frame) -> None:
+    def _turn(self, value: Any, loop_frame: Frame, scope: str) -> None:
         """End the open iteration and begin the next (``loop_frame``: the frame running the
         ``for`` over ``flor.it``). One clock read ends the one and starts flor's own time: an
         iteration's time runs until its successor's value is ready (a batch loaded is
@@ -219,16 +222,40 @@ class Recorder(Session):
         training crossed into the budget meanwhile: the next iteration decides."""
         now = time.perf_counter()
         g = self.iteration
-        if g is not None and (
-            self._checkpointing and self._blocks or g - self._journaled >= JOURNAL_EVERY
-        ):
+        if g is None or not self._fast or g >= self._journal_at or self._open_block is not None:
+            self._full_turn(g, now, value, loop_frame, scope)
+            return
+        # The fast lane: ``g`` took no checkpoint and journals later. What ``advance`` and
+        # ``clock.turn`` do, inline: their calls were a third of an empty step's bookkeeping.
+        if self.interference.watching and self.writer.idle:
+            self._charge_interference()
+        clock = self.clock
+        elapsed = now - clock.iteration_start
+        clock.compute += elapsed
+        clock.timings[g] = elapsed
+        self.iteration = self.next_iteration = iteration = g + 1
+        self.scalars.note(iteration, scope, loop_frame.f_locals, value)
+        self.stdout.bucket = iteration
+        if iteration >= self._fast_until or clock.compute >= self._fast_compute:
+            self._fast = self._surely_skips(clock.compute, iteration)
+            if not self._fast:  # its blocks count their occurrences (fast ones left them)
+                self._occurrences.clear()
+        clock.iteration_start = start = time.perf_counter()
+        self.policy.bookkeeping += start - now
+
+    def _full_turn(
+        self, g: int | None, now: float, value: Any, loop_frame: Frame, scope: str
+    ) -> None:
+        """The turn after an iteration that was not fast, or that journals: ``advance``, the
+        clock's ``turn``, and the policy asked afresh."""
+        if g is not None and (self._checkpointing and self._blocks or g >= self._journal_at):
             self.clock.end_iteration(g, now)  # before its journal entry takes the timings
             self._journal(g)
             g = None
         if self.interference.watching and self.writer.idle:
             self._charge_interference()
         iteration = self.advance()
-        self.scalars.note(iteration, loop_frame.f_code.co_name, loop_frame.f_locals, value)
+        self.scalars.note(iteration, scope, loop_frame.f_locals, value)
         self._checkpointing = None
         self.stdout.bucket = iteration
         self._fast = self._alone and self._surely_skips(self.clock.compute, iteration)
@@ -237,11 +264,14 @@ class Recorder(Session):
         self.clock.turn(g, now, start)
 
     def _surely_skips(self, compute: float, g: int) -> bool:
-        """Whether the policy surely skips iteration ``g``: the eve of a periodic iteration
-        only where the lookahead foresaw none."""
+        """Whether the policy surely skips iteration ``g`` (the eve of a periodic iteration
+        only where the lookahead foresaw none); the fast lane asks again only past the
+        iteration and the training it surely skips below (``_fast_until``, ``_fast_compute``)."""
         lookahead = self.lookahead
-        eve = lookahead is not None and not lookahead.quiet(g + 1)
-        return self.policy.surely_skips(compute, g, eve)
+        quiet_until = sys.maxsize if lookahead is None else lookahead.quiet_until
+        until, below = self.policy.skipping(compute, g, quiet_until)
+        self._fast_until, self._fast_compute = until, below
+        return g < until
 
     def _writer_cost(self, iteration: int, seconds: float) -> None:
         """The writer's CPU time for a job of ``iteration`` (-1: the journal's): charged where
@@ -256,6 +286,7 @@ class Recorder(Session):
         if self._spare_core:
             self.policy.charge(self._in_flight, lost)
         self._in_flight = -1
+        self._fast_until = 0  # what it wrote may have changed what the policy expects
 
     def _end(self, g: int, now: float) -> None:
         """Close iteration ``g`` at ``now``, the loop's last."""
@@ -269,12 +300,14 @@ class Recorder(Session):
         blocks, self._blocks = self._blocks, {}
         if self._checkpointing and blocks:
             self._submit_commit(g, blocks, self._checkpointing == Decision.PREFERRED)
-        elif g - self._journaled >= JOURNAL_EVERY and (
-            self.job is not None or self._committed.done()
-        ):
+        elif g >= self._journal_at:
             # Ranks of a job journal at the same iterations: replay keeps only commits that
-            # every rank has. Alone, a journal entry waits for the writer to catch up.
-            self._submit_commit(g, {}, False)
+            # every rank has. Alone, a journal entry waits for the writer to catch up (it
+            # needs the GIL the loop holds), asked again some iterations on.
+            if self.job is not None or self._committed.done():
+                self._submit_commit(g, {}, False)
+            else:
+                self._journal_at = g + JOURNAL_RETRY
 
     def _submit_commit(self, g: int, blocks: dict[str, Future[Written]], preferred: bool) -> None:
         """Queue the commit of iteration ``g``: after its data, which the writer wrote first."""
@@ -283,7 +316,7 @@ class Recorder(Session):
         logs, self.logs = self.logs, []
         scalars = self.scalars.take()
         called = self.take_called()
-        self._journaled = g
+        self._journal_at = g + JOURNAL_EVERY
 
         def commit() -> None:
             entries = {label: f.result().entry for label, f in blocks.items()}
@@ -357,7 +390,7 @@ class Recorder(Session):
             stderr,
         )
         logs, self.logs = self.logs, []
-        self._journaled = self.next_iteration - 1
+        self._journal_at = self.next_iteration - 1 + JOURNAL_EVERY
         self._left = status == "closed"  # by a break, or by an exception
         self.writer.submit(-1, lambda: self.journal.end_loop(end, logs))
         self.writer.flush()
@@ -365,9 +398,12 @@ class Recorder(Session):
 
     # -- blocks ----------------------------------------------------------------------
     def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
-        _, occurrence = self.open_block(name)
-        if self._fast:
+        if self._fast and self._open_block is None:
+            # A fast iteration restores nothing: its blocks need no occurrence (an iteration
+            # that is not fast starts counting afresh), only the check that each ends.
+            self._open_block = (name, -1)
             return True
+        _, occurrence = self.open_block(name)
         if self.iteration is not None:
             self.stdout.bucket = (self.iteration, name, occurrence)  # replay re-prints it
         self.clock.begin_block(time.perf_counter())
@@ -376,16 +412,19 @@ class Recorder(Session):
     def block_end(
         self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
     ) -> tuple[Any, ...]:
+        if self._fast and self._open_block is not None:
+            self._open_block = None
+            return (*objs, *named.values()) if named else objs
         block = self.close_block()
         g = self.iteration
-        if g is None or self._fast:
+        if g is None:
             return (*objs, *named.values()) if named else objs
         self.stdout.bucket = g
         start = time.perf_counter()
         compute = self.clock.end_block(g, start)
         first = self._checkpointing is None  # the iteration's first block end decides
-        if first:  # most iterations of a loop of short steps: surely not, at two compares
-            skips = self._alone and self._surely_skips(compute, g)
+        if first:  # surely not where the turn said so (it asked the policy, if it had to)
+            skips = self._alone and g < self._fast_until and compute < self._fast_compute
             self._checkpointing = Decision.SKIP if skips else self._decide(compute, g, frame)
         charged = self._checkpoint(g, block, objs, named, frame) if self._checkpointing else 0.0
         if first and self.job is not None and self.job.rank == 0:
