@@ -170,3 +170,41 @@ def test_a_parallel_replays_workers_take_its_rewrite_over(tmp_path: Path) -> Non
     gone = _python("import os; print(os.getpid())", tmp_path)
     with pytest.raises(FlorError, match="has ended"):
         taken_over(str(tmp_path / "never"), int(gone.stdout))
+
+
+def test_flor_run_imports_torch_beside_its_start_up_not_before(tmp_path: Path) -> None:
+    """torch's import is the script's own cost: ``flor run`` imports it while a child
+    rewrites the script (``launch.startup``), so the two overlap and the import is never
+    charged to flor's start-up. A check before it that imported torch (whether the run
+    resumes one: only with --resume or --from) charged the DQN shape's run about 1 s of its
+    budget, and rewrote the script after torch, not beside it."""
+    (tmp_path / "tiny.py").write_text(
+        "import flor\nfor i in flor.it(range(3)):\n    print(i)\n", encoding="utf-8"
+    )
+    proc = _python(
+        """
+        import sys, traceback
+
+        class First:
+            seen = False
+
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" and not self.seen:
+                    self.seen = True
+                    files = [f.filename for f in traceback.extract_stack()]
+                    by = [f for f in files if "flor" in f and "importlib" not in f][-1]
+                    print("torch first imported by", by, file=sys.stderr, flush=True)
+                return None
+
+        sys.meta_path.insert(0, First())
+        sys.argv = ["flor", "run", "--name", "tiny", "tiny.py"]
+        from flor.cli import main
+
+        main()
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "torch first imported by" in proc.stderr
+    first = proc.stderr.split("torch first imported by ", 1)[1].splitlines()[0]
+    assert first.endswith(os.path.join("flor", "launch", "startup.py")), first

@@ -254,13 +254,18 @@ def _goes_on_from(
 ) -> runs.RecordedRun | None:
     """The run this recording goes on from, checked before any analysis (its blocks begin
     where they did): with --from, the run forked; with --resume, the newest run of the same
-    name, script and arguments if it did not finish; with `flor resume`, the run named."""
+    name, script and arguments if it did not finish; with `flor resume`, the run named.
+    Only then is torch imported here, before flor's start-up (its import timed first: the
+    script's cost, never charged to flor), not beside it in ``while_torch_imports``."""
+    if fork is None and resume is None:
+        return None
+    from flor.launch.startup import import_torch
+
+    import_torch()
     from flor.launch.resume import fork_point, unfinished
 
     if fork is not None:
         return fork_point(store, options.name, *fork)
-    if resume is None:
-        return None
     return unfinished(store, options, reporter.say, os.environ, resume or None)
 
 
