@@ -85,14 +85,12 @@ class CounterRuns(Mapping[int, Mapping[str, Any]]):
         iterations = _expanded(self.iterations)
         changes: dict[int, dict[str, Any]] = {g: {} for g in iterations}
         for name, runs in self.columns.items():
-            before: Any = None
-            for g, value in zip(iterations, _expanded(runs)):
-                if g == iterations[0]:
-                    if value is not None:
-                        changes[g][name] = value
-                elif value != before or type(value) is not type(before):
+            values = _expanded(runs)
+            if values and values[0] is not None:  # the first iteration: what is known
+                changes[iterations[0]][name] = values[0]
+            for g, before, value in zip(iterations[1:], values, values[1:]):
+                if value != before or type(value) is not type(before):
                     changes[g][name] = value
-                before = value
         return changes
 
     def __getitem__(self, iteration: int) -> Mapping[str, Any]:
