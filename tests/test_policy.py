@@ -196,10 +196,9 @@ def test_what_skipping_says_decide_says_too(eves: bool) -> None:
     says an iteration is surely skipped, and at every later point below the iteration and
     the training it names, ``decide`` says SKIP too, whatever is charged in between (a
     random walk of bookkeeping, start-up allowances and periodic tests, until a checkpoint's
-    cost changes what the next is expected to cost). Where no
-    iteration can be the eve of a periodic one (``eves`` False: the lookahead foresaw none),
-    it also says so while the budget is short of one more checkpoint, not only when it is
-    spent."""
+    cost changes what the next is expected to cost). Where no iteration can be the eve of a
+    periodic one (``eves`` False: the lookahead foresaw none), it also says so while the
+    budget is short of one more checkpoint, not only when it is spent."""
     rng = random.Random(7)
     fast = waiting = 0
     for _ in range(200):
