@@ -242,27 +242,27 @@ class Lookahead:
         return len(self.recent[i]) == self.WINDOW and self.fired[i] * self.RARE > self.WINDOW
 
 
-def _may_hold(guard: list[Foreseen], k: int) -> bool:
-    """Whether every test of ``guard`` may hold ``k`` iterations after it was foreseen."""
+def _foreseen_outcome(guard: list[Foreseen], k: int) -> bool | None:
+    """Whether every test of ``guard`` holds ``k`` iterations after it was foreseen: False
+    at the first that does not, None at the first whose value is not known."""
     for test, lines, wanted in guard:
         try:
             value = bool(test(*[base + slope * k if slope else base for base, slope in lines]))
-        except Exception:  # not known: it may
-            return True
+        except Exception:  # not known
+            return None
         if value != wanted:
             return False
     return True
 
 
+def _may_hold(guard: list[Foreseen], k: int) -> bool:
+    """Whether every test of ``guard`` may hold ``k`` iterations after it was foreseen."""
+    return _foreseen_outcome(guard, k) is not False
+
+
 def _holds(guard: list[Foreseen], k: int) -> bool:
     """Whether every test of ``guard`` surely holds ``k`` iterations after it was foreseen."""
-    try:
-        return all(
-            bool(test(*[base + slope * k if slope else base for base, slope in lines])) == wanted
-            for test, lines, wanted in guard
-        )
-    except Exception:  # not known
-        return False
+    return _foreseen_outcome(guard, k) is True
 
 
 def _compile(t: Test) -> Callable[..., Any]:

@@ -21,9 +21,6 @@ from flor.runs.series import CounterRuns
 
 _KINDS = (int, bool)
 _KIND_SET = frozenset(_KINDS)
-# What a loop's value is noted as: an int, its offset from the iteration number (``range()``'s
-# "@"), else (key, offset) for what of it is a counter, or None
-Counter = "int | tuple[str, int] | None"
 
 
 def _loop_counter(value: Any, iteration: int) -> tuple[str, int] | None:
@@ -43,12 +40,15 @@ class Columns:
     def __init__(self) -> None:
         self.last = -1  # the last iteration noted
         self.scope = ""
-        self.counters: list[Any] = []  # Counter
+        # the loop's value as noted: an int, its offset from the iteration number (range()'s
+        # "@"), else (key, offset) for what of it is a counter, or None
+        self.counters: list[Any] = []
         self.values: list[Any] = []  # the watched counter's; a tuple each of several's
 
-    def iteration(self, i: int) -> int:
-        """The iteration of the ``i``-th row."""
-        return self.last - len(self.counters) + 1 + i
+    @property
+    def first(self) -> int:
+        """The first iteration noted."""
+        return self.last - len(self.counters) + 1
 
 
 class LoopScalars:
@@ -142,9 +142,8 @@ class Noted:
             columns["@"] = [c if type(c) is int else None for c in counters]
         for key in sorted({c[0] for c in kinds if type(c) is tuple}):
             columns[key] = [c[1] if type(c) is tuple and c[0] == key else None for c in counters]
-        first = noted.iteration(0)
         columns["@scope"] = [noted.scope] * len(counters)
-        return CounterRuns.of_columns(list(range(first, noted.last + 1)), columns)
+        return CounterRuns.of_columns(list(range(noted.first, noted.last + 1)), columns)
 
 
 def _values(

@@ -114,7 +114,7 @@ class Recorder(Session):
         self._ahead = Decision.TAKE  # rank 0 in a job: the next one's decision (the first: taken)
         self._feed: Feed | None = None  # other ranks: rank 0's decisions, read ahead
         self._blocks: dict[str, Future[Written]] = {}  # the open iteration's checkpoints
-        self._journal_at = JOURNAL_EVERY - 1  # whose end journals, checkpoint or not
+        self._journal_at = JOURNAL_EVERY - 1  # from its end, journal without a checkpoint
         self._committed: Future[Any] = Future()  # the last commit submitted
         self._committed.set_result(None)
         self._closed = False
