@@ -16,6 +16,8 @@ figure of its per-iteration bookkeeping (the run's ``bookkeeping_seconds``), and
 checkpoints the default budget bought beside it.
 
     python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3] [--dqn-repeats 3]
+
+(0 repeats: that part left out.)
 """
 
 from __future__ import annotations
@@ -101,18 +103,14 @@ def dqn_bookkeeping(work: Path, repeats: int) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--dqn-repeats", type=int, default=3)
-    opts = parser.parse_args()
-    n = str(opts.steps)
+def empty_steps(steps: int, repeats: int) -> None:
+    """Per-step time of the empty loop, plain, recorded and replayed, and the bytecodes."""
+    n = str(steps)
     times: dict[str, list[float]] = {"plain": [], "record": [], "replay": []}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "steps.py").write_text(SCRIPT)
-        for r in range(opts.repeats):
+        for r in range(repeats):
             times["plain"].append(per_step(work, n))
             times["record"].append(per_step(work, "--flor", f"s{r}", n))
             times["replay"].append(per_step(work, "--flor", f"s{r}", "--replay_flor", n))
@@ -123,13 +121,23 @@ def main() -> None:
             ),
         }
     plain = statistics.median(times["plain"])
-    print(f"{opts.steps} empty steps: plain {plain:.2f} us/step")
+    print(f"{steps} empty steps: plain {plain:.2f} us/step")
     for kind in ("record", "replay"):
         t = statistics.median(times[kind])
         print(
             f"{kind:<7} {t:.2f} us/step: flor's own {t - plain:.2f} us/step, "
             f"{counted[kind]:.0f} bytecodes"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dqn-repeats", type=int, default=3)
+    opts = parser.parse_args()
+    if opts.repeats:
+        empty_steps(opts.steps, opts.repeats)
     if opts.dqn_repeats:
         with tempfile.TemporaryDirectory() as tmp:
             dqn_bookkeeping(Path(tmp), opts.dqn_repeats)

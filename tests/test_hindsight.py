@@ -312,3 +312,32 @@ def test_a_recording_foresees_its_periodic_tests_instead_of_asking_each_iteratio
     assert fired[:5] == [99, 199, 299, 399, 499]  # and the update's first few, until frequent
     assert [g for g in fired if g > 600] == list(range(699, 3000, 100))
     assert ahead.evaluations < 3000 / 10  # asked each iteration for each of 2 tests: 6000
+
+
+def test_foresight_finds_where_each_test_may_hold_as_evaluating_it_would() -> None:
+    """The lookahead scans up to 500 iterations ahead in one compiled loop per guard: it
+    stops where evaluating the guard in that iteration would not say false (every test
+    holds, an ``else`` branch's test fails, or a test raises), as ``Guards.holds`` says."""
+    found = periodic(
+        """\
+import flor
+for step in flor.it(range(n)):
+    if step % 7 == 3 and 12 // (step - 45) >= 0:
+        a()
+    else:
+        b()
+    if step > start and step % period == 0:
+        c()
+"""
+    )
+    guards = Guards(found.guards, found)
+    lookup = lookup_in({"start": 90, "period": 25})
+    for i in range(len(guards.guards)):
+        for g in (0, 5, 30, 41, 120):
+            foreseen = guards.ahead_of(i, g, {"@": 0}, dict(found.steps), lookup)
+            assert foreseen is not None
+            expected = next(
+                (k for k in range(1, 61) if guards.holds(i, g + k, {"@": 0}, lookup) is not False),
+                61,
+            )
+            assert guards.first_may_hold(i, foreseen, 60) == expected, (i, g)

@@ -195,10 +195,11 @@ def test_what_skipping_says_decide_says_too(eves: bool) -> None:
     """``skipping`` spares most iterations of a fast loop the whole decision: wherever it
     says an iteration is surely skipped, and at every later point below the iteration and
     the training it names, ``decide`` says SKIP too, whatever is charged in between (a
-    random walk of bookkeeping, start-up allowances and periodic tests, until a checkpoint's
-    cost changes what the next is expected to cost). Where no iteration can be the eve of a
-    periodic one (``eves`` False: the lookahead foresaw none), it also says so while the
-    budget is short of one more checkpoint, not only when it is spent."""
+    random walk of bookkeeping, start-up allowances, periodic tests, checkpoints whose cost
+    is charged in parts, later, and steps that speed up and slow down).
+    Where no iteration can be the eve of a periodic one (``eves`` False: the lookahead
+    foresaw none), it also says so while the budget is short of one more checkpoint, not
+    only when it is spent."""
     rng = random.Random(7)
     fast = waiting = 0
     for _ in range(200):
@@ -208,8 +209,12 @@ def test_what_skipping_says_decide_says_too(eves: bool) -> None:
             policy.allow_startup(rng.random() * 3, rng.randrange(0, 500))  # 0: not known
         compute = 0.0
         horizon = (0, 0.0)  # what skipping said last
+        step = 0.01
+        late: list[int] = []  # checkpoints taken, not yet settled
         for g in range(300):
-            compute += rng.random() * 0.01
+            if rng.random() < 0.02:  # steps that speed up (the period it affords grows), or not
+                step *= rng.choice([0.1, 0.3, 3])
+            compute += rng.random() * step
             policy.bookkeeping += rng.random() * rng.choice([0.002, 0.0001])
             kept = g < horizon[0] and compute < horizon[1]
             if not kept and rng.random() < 0.7:
@@ -221,8 +226,13 @@ def test_what_skipping_says_decide_says_too(eves: bool) -> None:
             fast += sure
             if decided:  # a new cost to expect: asked again (the recorder's fast lane too)
                 policy.charge(g, rng.random() * 0.05)
-                policy.settle(g)
+                late.append(g)
                 horizon = (0, 0.0)
+            if late and rng.random() < 0.2:  # the writer's part, charged once it is done
+                taken = late.pop(0)
+                policy.charge(taken, rng.random() * 0.02)
+                policy.settle(taken)
+                horizon = (0, 0.0)  # (the writer went idle: the fast lane asks again)
     assert fast > 0, "the shortcut is taken"
     assert waiting > 0 if not eves else waiting == 0, "and while short of one more, no eves"
 
@@ -238,3 +248,47 @@ def test_journaling_in_a_commit_is_not_what_a_checkpoint_costs() -> None:
     policy.charge(0, 0.005)  # the data and the commit, as the writer measured them
     assert list(policy._recent) == [pytest.approx(0.006)]
     assert policy.spent + policy.journaling == pytest.approx(0.009)
+
+
+def test_the_period_a_speed_up_affords_is_not_skipped() -> None:
+    """Off a round iteration, ``skipping`` names the next one of the period the budget
+    affords, but no further than where steps that speed up make that period grow: at
+    iteration 240, after 0.05 s, a checkpoint of 1 ms at 10% affords one every 48.2
+    iterations (every 20th is round); without more training, iteration 249 affords 50, and
+    is round."""
+    policy = CheckpointPolicy(0.1)
+    policy.charge(0, 0.001)
+    policy.settle(0)
+    assert policy.decide(0.05, 240) == Decision.SKIP
+    until, _ = policy.skipping(0.05, 240)
+    assert 240 < until <= 249
+    assert policy.decide(0.05, 249) == Decision.TAKE
+
+
+def test_a_wait_outlasts_a_dearer_estimate_not_a_cheaper_one() -> None:
+    """Over budget, ``skipping`` names where the budget affords one more checkpoint. A
+    checkpoint's cost found dearer (the writer's part, charged later) leaves that wait as it
+    was (a loop of short steps asked at every step it then waited for, each time a little
+    later); a cheaper one ends it, and so does a dearer one where the wait was for a round
+    iteration (the period it affords grows)."""
+    policy = CheckpointPolicy(0.1)
+    policy.charge(0, 0.010)
+    policy.settle(0)
+    assert policy.decide(0.05, 1) == Decision.SKIP  # 5 ms of budget for 10 ms spent
+    until, below = policy.skipping(0.15, 2)  # past spent (10 ms), short of one more
+    assert until > 2 and below > 0.19  # until 20 ms: 10 spent, 10 more
+    policy.charge(0, 0.002)  # its commit, measured after it
+    assert policy.skipping(0.15, 2) == (until, below)
+    policy.charge(5, 0.0001)
+    policy.settle(5)  # a cheaper one: 6.05 ms expected, 12.1 ms spent
+    assert policy.skipping(0.19, 11)[0] <= 11
+    assert policy.decide(0.19, 11) == Decision.TAKE
+
+    policy = CheckpointPolicy(0.1)  # one every 40 iterations affordable: 20 are round
+    policy.charge(0, 0.001)
+    policy.settle(0)
+    assert policy.decide(0.06025, 240) == Decision.SKIP
+    assert policy.skipping(0.06025, 241)[0] == 259
+    policy.charge(0, 0.0003)  # one every 52 affordable: 50 are round
+    assert policy.skipping(0.06025, 241)[0] <= 249
+    assert policy.decide(0.06025, 249) == Decision.TAKE

@@ -91,6 +91,7 @@ class CheckpointPolicy:
         # it last found the budget short of one more checkpoint.
         self._wait_compute = 0.0
         self._wait_iteration = 0
+        self._wait_off_round = False
 
     def should_checkpoint(
         self, compute: float, iteration: int = 0, preferred: Callable[[], bool] | None = None
@@ -114,6 +115,9 @@ class CheckpointPolicy:
             self._skip_compute, self._skip_iteration = self._horizon(
                 charged + min(charged, self.fixed)
             )
+            # and then short of one more: asked again at an eve, or once it affords one (what
+            # is charged meanwhile made a loop ask again and again, each time a little later)
+            self._wait(self._short_of(charged + expected))
             return Decision.SKIP
         if spent + expected > budget:
             # The eve of the loop's periodic work may overdraw the budget by one checkpoint:
@@ -121,17 +125,21 @@ class CheckpointPolicy:
             # periodic iteration gets one too. Later ones wait until training has paid for it.
             if preferred is not None and preferred():
                 return Decision.PREFERRED
-            # (spent is at least charged: short of one more until the budget reaches this)
-            self._wait_compute, self._wait_iteration = self._horizon(charged + expected)
+            self._wait(self._short_of(charged + expected))
             return Decision.SKIP
         if preferred is not None and preferred():
             return Decision.PREFERRED
         if self.periodic and spent + 2 * expected > budget:
-            return Decision.SKIP  # the reserve: the next periodic iteration must find it
+            # the reserve: the next periodic iteration must find it
+            self._wait(self._short_of(charged + 2 * expected))
+            return Decision.SKIP
         per_iteration = compute / (iteration + 1)
         affordable = expected / (self.epsilon * per_iteration) if per_iteration > 0 else 1.0
-        on_round = (iteration + 1) % round_period(affordable) == 0
-        return Decision.TAKE if on_round else Decision.SKIP
+        period = round_period(affordable)
+        if (iteration + 1) % period == 0:
+            return Decision.TAKE
+        self._wait(self._off_round(compute, iteration, expected, period), off_round=True)
+        return Decision.SKIP
 
     def skipping(
         self, compute: float, iteration: int, quiet_until: int = sys.maxsize
@@ -149,19 +157,53 @@ class CheckpointPolicy:
             return until, self._wait_compute
         return iteration, 0.0
 
+    def _wait(self, horizon: tuple[float, int], off_round: bool = False) -> None:
+        """Below ``horizon``, SKIP unless on an eve: while the budget is short of what the
+        next checkpoint is expected to cost (which stays so if that estimate rises), or
+        ``off_round``: off the round iterations of the period that estimate affords."""
+        self._wait_compute, self._wait_iteration = horizon
+        self._wait_off_round = off_round
+
+    def _short_of(self, needed: float) -> tuple[float, int]:
+        """Below what the budget is short of ``needed`` more than is charged: the start-up's
+        part of what it then spends is paid at half rate, as in ``decide``."""
+        return self._horizon(needed + min(needed, self.fixed))
+
+    def _off_round(
+        self, base: float, iteration: int, expected: float, period: int
+    ) -> tuple[float, int]:
+        """Below where ``decide``, affording a checkpoint every ``period`` iterations (after
+        ``base`` seconds, as ``budgeted`` says, and ``iteration``), finds no round one:
+        before the next multiple of the period, while the period stays. It grows with the
+        iterations and shrinks with the training: at ``base`` it stays below the next
+        round number until iteration ``until``, and at ``until`` it stays ``period`` while
+        the training's share is at most ``limit``."""
+        epsilon = self.epsilon
+        larger = next((r for r in round_numbers(10 * period) if r > period), 10 * period)
+        until = min(
+            ((iteration + 1) // period + 1) * period - 1,  # the next round iteration
+            math.ceil(_shy(larger * epsilon * base / expected)) - 1,
+        )
+        limit = _shy(expected * (iteration + 1) / (epsilon * period))
+        if self.budgeted(0.0, until) > limit:
+            return 0.0, 0  # the start-up's share alone shrinks it
+        if self.length <= 0 and self.startup > limit:
+            return limit / STARTUP_RATE, until
+        return limit, until
+
     def _horizon(self, spent: float) -> tuple[float, int]:
         """The training and the iteration below both of which the budget is below ``spent``
         (it is ``epsilon`` times the larger of training and the start-up's share: both grow)."""
         if self.epsilon <= 0:
             return math.inf, sys.maxsize
-        compute = spent / self.epsilon
+        compute = _shy(spent / self.epsilon)
         if self.length <= 0 and compute <= self.startup:
             compute /= STARTUP_RATE  # the start-up allowed faster than training goes
         allowance = self.epsilon * self.startup
         if self.length <= 0 or allowance < spent:
             return compute, sys.maxsize  # the start-up's share never reaches it
         # epsilon * startup * (i + 1) / length < spent
-        return compute, max(math.ceil(spent * self.length / allowance) - 1, 0)
+        return compute, max(math.ceil(_shy(spent * self.length / allowance)) - 1, 0)
 
     def allow_startup(self, seconds: float, length: int) -> None:
         """The script spent ``seconds`` before a loop of ``length`` iterations (0: not known)."""
@@ -203,8 +245,9 @@ class CheckpointPolicy:
     def _estimate(self) -> None:
         """The next checkpoint's expected cost: the mean of the recent ones (under the lock)."""
         recent = list(self._recent) or list(self._pending.values())
-        self._expected = sum(recent) / len(recent) if recent else None
-        self._wait_compute, self._wait_iteration = 0.0, 0  # it waited for the old estimate
+        old, self._expected = self._expected, sum(recent) / len(recent) if recent else None
+        if self._wait_off_round or old is None or self._expected is None or self._expected < old:
+            self._wait((0.0, 0))  # it waited for the old estimate
 
     def charge_fixed(self, seconds: float) -> None:
         """Account ``seconds`` of flor's own time that no checkpoint caused."""
@@ -222,6 +265,12 @@ class CheckpointPolicy:
     def overhead(self, compute: float) -> float:
         """Achieved overhead: everything charged, over compute."""
         return (self._charged() + self.fixed) / compute if compute > 0 else 0.0
+
+
+def _shy(bound: float) -> float:
+    """``bound``, a little less: a horizon that its rounding errors cannot carry past where
+    ``decide``'s own arithmetic changes its answer."""
+    return bound * (1 - 1e-9)
 
 
 def round_numbers(limit: float) -> Iterator[int]:

@@ -12,6 +12,7 @@ assume the test holds.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
@@ -45,6 +46,7 @@ class Guards:
 
     def __init__(self, guards: Sequence[Sequence[Test]], facts: LoopFacts) -> None:
         self.guards = [[(_compile(t), t, dict(t.shifts)) for t in guard] for guard in guards]
+        self._scans = [_compile_scan(guard) for guard in guards]
         self.targets = dict(facts.targets)
         self.counters = facts.counters
 
@@ -100,6 +102,15 @@ class Guards:
             out.append((compiled, lines, test.holds))
         return out
 
+    def first_may_hold(self, i: int, foreseen: list[Foreseen], limit: int) -> int:
+        """The first ``k`` in 1..``limit`` where guard ``i``, as ``ahead_of`` foresaw it, may
+        hold ``k`` iterations on (each test true, or the first not true not known); ``limit +
+        1`` if none. One compiled loop: a test evaluated through a call per iteration made a
+        scan of 500 iterations cost 75 us."""
+        return self._scans[i](
+            limit, *[x for _, lines, _ in foreseen for line in lines for x in line]
+        )
+
     def _lines(
         self,
         reads: tuple[str, ...],
@@ -142,7 +153,7 @@ class Lookahead:
     however long it did not fire before. A test that fires often is evaluated only at
     every ``RARE``-th call, enough to see it turn rare.
 
-    An iteration where no test fires foresees the next one where one may: the tests read
+    Each iteration asked about foresees the next one where a test may fire: the tests read
     the loop's value and counters, which advance by a known step a pass, and names the loop
     never assigns. Until then (at most ``HORIZON`` iterations) the answer is no without an
     evaluation: a policy with budget to spare asks every iteration, and waited out the
@@ -161,24 +172,29 @@ class Lookahead:
         self.fired = [0] * len(guards.guards)  # in recent
         self.calls = 0
         self.evaluations = 0  # of a guard, one iteration ahead (foreseeing is not one)
-        self._quiet_until = 0  # no test that may be rare fires before this iteration
+        self._quiet_from = 0  # from this iteration on, before the next, no test that may be
+        self._quiet_until = 0  # rare fires (foreseen)
         self._foreseen: dict[int, int] = {}  # test -> the iteration it was seen firing, ahead
+        self._nearest = 0  # the test foreseen to fire first, last time
+        self._answered = (-1, False)  # the last iteration asked about, and the answer
 
     def quiet(self, target: int) -> bool:
         """Whether iteration ``target`` was foreseen to fire no test that may be rare."""
-        return target < self._quiet_until
+        return self._quiet_from <= target < self._quiet_until
 
     @property
     def quiet_until(self) -> int:
-        """The first iteration not foreseen to be quiet."""
+        """The first iteration after the last one asked about not foreseen to be quiet."""
         return self._quiet_until
 
     def next_fires(self, g: int, known: Mapping[str, Any], lookup: Lookup, ahead: int = 1) -> bool:
         """Whether a rare test fires in iteration ``g + ahead``; ``known``: what ``g`` started
         with."""
         target = g + ahead
-        if target < self._quiet_until:
+        if self.quiet(target):
             return False
+        if target == self._answered[0]:  # asked twice (by the fast lane, then the policy)
+            return self._answered[1]
         then = dict(known)
         for name, step in self.steps.items():
             if name in then:
@@ -195,8 +211,10 @@ class Lookahead:
             if self._foreseen.get(i) != target:  # (else seen when it was foreseen)
                 self._seen(i, holds)
             fires = fires or (holds and self._rare(i))
-        if not fires:
-            self._quiet_until = self._foresee(target, then, lookup)
+        # The iterations after it, foreseen whether or not it fires: a policy with no budget
+        # left asks none, and its wait for the budget outlasts the next periodic iteration.
+        self._quiet_from, self._quiet_until = target + fires, self._foresee(target, then, lookup)
+        self._answered = (target, fires)
         return fires
 
     def _foresee(self, target: int, then: Mapping[str, Any], lookup: Lookup) -> int:
@@ -211,9 +229,13 @@ class Lookahead:
                 tests[i] = ahead
         if not tests:  # every test fires often lately: none is preferred
             return target + self.HORIZON + 1
-        k = 1
-        while k <= self.HORIZON and not any(_may_hold(guard, k) for guard in tests.values()):
-            k += 1
+        # Each scanned only as far as the others let it: the one that was nearest last
+        # time first (a test every 500 steps is not scanned 500 ahead each 100 steps).
+        k = self.HORIZON + 1
+        for i in sorted(tests, key=lambda i: i != self._nearest):
+            found = self.guards.first_may_hold(i, tests[i], k - 1)
+            if found < k:
+                k, self._nearest = found, i
         for i, guard in tests.items():
             self._seen(i, False, k - 1)
             if k <= self.HORIZON and _holds(guard, k):
@@ -226,11 +248,12 @@ class Lookahead:
 
     def _seen(self, i: int, holds: bool, times: int = 1) -> None:
         """Test ``i`` evaluated to ``holds``, ``times`` times over (only the last ``WINDOW``
-        of them are kept: a foreseen stretch of 500 falses costs 50 appends)."""
+        of them are kept: a foreseen stretch of 500 falses is one extend)."""
         recent = self.recent[i]
-        for _ in range(min(times, self.WINDOW)):
-            self.fired[i] += holds - (recent[0] if len(recent) == self.WINDOW else 0)
-            recent.append(holds)
+        times = min(times, self.WINDOW)
+        dropped = max(len(recent) + times - self.WINDOW, 0)  # the oldest, pushed out
+        self.fired[i] += holds * times - sum(itertools.islice(recent, dropped))
+        recent.extend([holds] * times)
 
     def _rare(self, i: int) -> bool:
         """Test ``i`` fired in at most one of ``RARE`` of its recent evaluations."""
@@ -255,11 +278,6 @@ def _foreseen_outcome(guard: list[Foreseen], k: int) -> bool | None:
     return True
 
 
-def _may_hold(guard: list[Foreseen], k: int) -> bool:
-    """Whether every test of ``guard`` may hold ``k`` iterations after it was foreseen."""
-    return _foreseen_outcome(guard, k) is not False
-
-
 def _holds(guard: list[Foreseen], k: int) -> bool:
     """Whether every test of ``guard`` surely holds ``k`` iterations after it was foreseen."""
     return _foreseen_outcome(guard, k) is True
@@ -272,6 +290,32 @@ def _compile(t: Test) -> Callable[..., Any]:
     namespace: dict[str, Any] = {"__builtins__": {}}
     exec(compile(source, f"<line {t.line}>", "exec"), namespace)
     return cast("Callable[..., Any]", namespace["test"])
+
+
+def _compile_scan(guard: Sequence[Test]) -> Callable[..., int]:
+    """``scan(limit, base, slope, ...)``: the first ``k`` in 1..``limit`` where every test of
+    ``guard`` may hold with each name it reads (in order, test by test) at ``base + slope *
+    k`` (``limit + 1``: none). A test that raises may hold; one false decides."""
+    params, body = [], []
+    for j, t in enumerate(guard):
+        for m, name in enumerate(t.names):
+            base, slope = f"_flor_b{j}_{m}", f"_flor_s{j}_{m}"
+            params += [base, slope]
+            body.append(f"{name} = {base} + {slope} * _flor_k if {slope} else {base}")
+        body.append(f"if {'not ' if t.holds else ''}({t.test}): continue")
+    lines = "\n            ".join([*body, "return _flor_k"])
+    source = (
+        f"def scan(_flor_limit, {', '.join(params)}):\n"
+        "    for _flor_k in _flor_range(1, _flor_limit + 1):\n"
+        "        try:\n"
+        f"            {lines}\n"
+        "        except _flor_Exception:  # not known: may hold\n"
+        "            return _flor_k\n"
+        "    return _flor_limit + 1\n"
+    )
+    namespace = {"__builtins__": {}, "_flor_range": range, "_flor_Exception": Exception}
+    exec(compile(source, "<scan>", "exec"), namespace)
+    return cast("Callable[..., int]", namespace["scan"])
 
 
 def lookup_in(names: Mapping[str, Any]) -> Lookup:

@@ -237,7 +237,7 @@ class Recorder(Session):
         self.scalars.note(iteration, scope, loop_frame.f_locals, value)
         self.stdout.bucket = iteration
         if iteration >= self._fast_until or clock.compute >= self._fast_compute:
-            self._fast = self._surely_skips(clock.compute, iteration)
+            self._fast = self._surely_skips(clock.compute, iteration, loop_frame)
             if not self._fast:  # its blocks count their occurrences (fast ones left them)
                 self._occurrences.clear()
         clock.iteration_start = start = time.perf_counter()
@@ -258,18 +258,25 @@ class Recorder(Session):
         self.scalars.note(iteration, scope, loop_frame.f_locals, value)
         self._checkpointing = None
         self.stdout.bucket = iteration
-        self._fast = self._alone and self._surely_skips(self.clock.compute, iteration)
+        self._fast = self._alone and self._surely_skips(self.clock.compute, iteration, loop_frame)
         start = time.perf_counter()
         self.policy.bookkeeping += start - now
         self.clock.turn(g, now, start)
 
-    def _surely_skips(self, compute: float, g: int) -> bool:
+    def _surely_skips(self, compute: float, g: int, loop_frame: Frame) -> bool:
         """Whether the policy surely skips iteration ``g`` (the eve of a periodic iteration
         only where the lookahead foresaw none); the fast lane asks again only past the
-        iteration and the training it surely skips below (``_fast_until``, ``_fast_compute``)."""
-        lookahead = self.lookahead
-        quiet_until = sys.maxsize if lookahead is None else lookahead.quiet_until
-        until, below = self.policy.skipping(compute, g, quiet_until)
+        iteration and the training it surely skips below (``_fast_until``, ``_fast_compute``).
+        Where the lookahead foresaw nothing from ``g`` on (a policy over budget asks it
+        nothing), it is asked: else a wait for the budget ends at the first eve it missed."""
+        policy = self.policy
+        until, below = policy.skipping(compute, g, g + 1)  # sure on an eve too: over budget
+        if until <= g:  # else sure only where no eve comes first
+            lookahead = self.lookahead
+            if lookahead is None:
+                until, below = policy.skipping(compute, g)
+            elif lookahead.quiet(g + 1) or not self._next_fires(g, loop_frame, 1):
+                until, below = policy.skipping(compute, g, lookahead.quiet_until)
         self._fast_until, self._fast_compute = until, below
         return g < until
 
