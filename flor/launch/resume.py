@@ -269,13 +269,13 @@ class Resumer(Session):
         options = replace(self.options, run_id=self.recorded.run_id, resume_from=self.at)
         return self._make_recorder(options, self.replayer.run.meta, None)  # this rank's
 
-    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
-        return self.phase.block_start(name, probed, frame)
+    def block_start(self, name: str, probed: bool, frame: Frame | None) -> bool:
+        return self.phase.block_start(name, probed, frame or sys._getframe(2))
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame | None
     ) -> tuple[Any, ...]:
-        return self.phase.block_end(objs, named, frame)
+        return self.phase.block_end(objs, named, frame or sys._getframe(2))
 
     def log(self, name: str, value: Any, step: int | None) -> None:
         self.phase.log(name, value, step)
@@ -341,8 +341,9 @@ class Forker(Resumer):
         return Ledger.recording(self._restoring)
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame | None
     ) -> tuple[Any, ...]:
+        frame = frame or sys._getframe(2)
         if self.phase is not self.replayer or self.replayer.iteration != self.at:
             return self.phase.block_end(objs, named, frame)
         restored = self.replayer.block_end(objs, named, frame)

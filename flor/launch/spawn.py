@@ -75,11 +75,11 @@ class SpawnParent(Session):
     def main_loop(self, iterable: Any) -> Iterator[Any]:
         return as_iterator(iterable)[0]  # the training loop runs in the ranks
 
-    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
+    def block_start(self, name: str, probed: bool, frame: Frame | None) -> bool:
         return True
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame | None
     ) -> tuple[Any, ...]:
         return (*objs, *named.values())
 

@@ -328,7 +328,8 @@ class Replayer(Session):
                 )
 
     # -- blocks ----------------------------------------------------------------------
-    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
+    def block_start(self, name: str, probed: bool, frame: Frame | None) -> bool:
+        frame = frame or sys._getframe(2)
         _, occurrence = self.open_block(name)
         g = self.iteration
         if g is None:
@@ -428,8 +429,9 @@ class Replayer(Session):
         return None
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame | None
     ) -> tuple[Any, ...]:
+        frame = frame or sys._getframe(2)
         name, _ = self.close_block()
         tree, self._restoring = self._restoring, None
         checking, self._checking = self._checking, None

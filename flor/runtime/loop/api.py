@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -52,7 +51,7 @@ class SkipBlock:
         session = context.session  # read directly: this and end() run every iteration
         if session is None:
             return True
-        return session.block_start(name, probed, sys._getframe(1))
+        return session.block_start(name, probed, None)  # the frame: fetched where needed
 
     @staticmethod
     def end(*objs: Any, **named: Any) -> Any:
@@ -71,10 +70,7 @@ class SkipBlock:
         changes which values a block carries cannot restore one into another.
         """
         session = context.session
-        if session is None:
-            out = (*objs, *named.values())
-        else:
-            out = session.block_end(objs, named, sys._getframe(1))
+        out = (*objs, *named.values()) if session is None else session.block_end(objs, named, None)
         if len(out) == 1:
             return out[0]
         return out if out else None

@@ -234,7 +234,11 @@ class Recorder(Session):
         clock.compute += elapsed
         clock.timings[g] = elapsed
         self.iteration = self.next_iteration = iteration = g + 1
-        self.scalars.note(iteration, scope, loop_frame.f_locals, value)
+        append = self.scalars.append_offset
+        if append is not None and type(value) is int:
+            append(value - iteration)  # all a loop over ints without counters notes
+        else:
+            self.scalars.note(iteration, scope, loop_frame.f_locals, value)
         self.stdout.bucket = iteration
         if iteration >= self._fast_until or clock.compute >= self._fast_compute:
             self._fast = self._surely_skips(clock.compute, iteration, loop_frame)
@@ -404,7 +408,7 @@ class Recorder(Session):
         self._report()
 
     # -- blocks ----------------------------------------------------------------------
-    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
+    def block_start(self, name: str, probed: bool, frame: Frame | None) -> bool:
         if self._fast and self._open_block is None:
             # A fast iteration restores nothing: its blocks need no occurrence (an iteration
             # that is not fast starts counting afresh), only the check that each ends.
@@ -417,11 +421,12 @@ class Recorder(Session):
         return True
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame | None
     ) -> tuple[Any, ...]:
         if self._fast and self._open_block is not None:
             self._open_block = None
             return (*objs, *named.values()) if named else objs
+        frame = frame or sys._getframe(2)
         block = self.close_block()
         g = self.iteration
         if g is None:

@@ -69,11 +69,14 @@ class Session:
     def main_loop(self, iterable: Any) -> Iterator[Any]:
         raise NotImplementedError
 
-    def block_start(self, name: str, probed: bool, frame: Frame) -> bool:
+    # ``frame``: the script's frame that called ``SkipBlock``; None: the caller of the
+    # method that called this one (``caller``), fetched only where needed: a recorded
+    # iteration that takes no checkpoint needs none.
+    def block_start(self, name: str, probed: bool, frame: Frame | None) -> bool:
         raise NotImplementedError
 
     def block_end(
-        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame
+        self, objs: tuple[Any, ...], named: dict[str, Any], frame: Frame | None
     ) -> tuple[Any, ...]:
         raise NotImplementedError
 
