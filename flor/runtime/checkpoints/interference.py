@@ -41,7 +41,7 @@ class Interference:
         self._idle_since = self._read()  # wall and CPU time when the writer went idle
         self._busy_since: tuple[float, float] | None = None
         self._usual = 0.0  # off-CPU seconds per second, while the writer was idle
-        self.watching = False  # between begin and end (an attribute: read every iteration)
+        self.watching = False  # between begin and end
 
     def begin(self) -> None:
         """The writer got work: the idle stretch before it sets the usual rate."""

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
+
+CURRENT = -1  # a bucket: the iteration the stream's ``current`` says, when written to
 
 
 class TaggedStream(io.TextIOBase):
@@ -24,8 +27,10 @@ class TaggedStream(io.TextIOBase):
         self.quiet = False
         self.follows = follows
         # Where the next write goes: a name, an iteration, or (iteration, block, occurrence)
-        # for a block's text. Set every iteration: formatted only when something is written.
+        # for a block's text, formatted only when something is written; ``CURRENT``: the
+        # session's iteration, as ``current`` says (a recording's fast iterations set none).
         self.bucket: str | int | tuple[int, str, int] = "pre"
+        self.current: Callable[[], str | int] = lambda: "pre"
         self.buckets: dict[str, list[str]] = {}
 
     def write_untagged(self, s: str) -> int:
@@ -36,7 +41,10 @@ class TaggedStream(io.TextIOBase):
         if self.quiet:
             return len(s)
         if self.keep:
-            tag = self.bucket if self.follows is None else self.follows.bucket
+            source = self if self.follows is None else self.follows
+            tag = source.bucket
+            if tag == CURRENT:
+                tag = source.current()
             if type(tag) is tuple:  # the iteration's text stays whole, in order: a replay
                 iteration, block, occurrence = tag  # may echo it
                 self.buckets.setdefault(f"{iteration}:{block}/{occurrence}", []).append(s)

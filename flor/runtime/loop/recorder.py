@@ -39,7 +39,7 @@ from flor.runtime.checkpoints.writer import BackgroundWriter
 from flor.runtime.journal.conditions import Lookahead, lookup_frame
 from flor.runtime.journal.loop_scalars import LoopScalars
 from flor.runtime.journal.run_journal import RunJournal
-from flor.runtime.journal.stdout_capture import Streams
+from flor.runtime.journal.stdout_capture import CURRENT, Streams
 from flor.runtime.loop.identity import ForkPoint, forked_meta, new_meta, resumed_meta
 from flor.runtime.loop.session import Session, as_iterator, numeric_environment
 from flor.runtime.process.job import Feed, Job
@@ -107,7 +107,7 @@ class Recorder(Session):
         self._fast_until, self._fast_compute = 0, 0.0  # until then, later ones too
         # known at the first loop: the writer is then charged what training lost, else its CPU
         self._spare_core = False
-        self.interference = Interference()
+        self.interference, self._watching = Interference(), False  # (``_watch``)
         self._in_flight = -1  # the newest checkpoint handed to the writer since it was idle
         self._unrestorable = False  # some block's state cannot be saved: never checkpoint
         self._points = 0  # iterations decided so far (those with a block end)
@@ -181,6 +181,8 @@ class Recorder(Session):
             self.journal.write_meta(self.meta)
             self._allow_startup(iterable)
         iterator, _ = as_iterator(iterable)
+        # what the bucket ``CURRENT`` is (after the loop's last iteration: the loop's end)
+        self.stdout.current = lambda: "post" if self.iteration is None else self.iteration
         frame = sys._getframe(depth)  # the frame running the ``for``: it resumes us each time
         scope = frame.f_code.co_name
         status = "closed"  # break, or an exception in the loop body, closes the generator
@@ -227,7 +229,7 @@ class Recorder(Session):
             return
         # The fast lane: ``g`` took no checkpoint and journals later. What ``advance`` and
         # ``clock.turn`` do, inline: their calls were a third of an empty step's bookkeeping.
-        if self.interference.watching and self.writer.idle:
+        if self._watching and self.writer.idle:
             self._charge_interference()
         clock = self.clock
         elapsed = now - clock.iteration_start
@@ -239,7 +241,6 @@ class Recorder(Session):
             append(value - iteration)  # all a loop over ints without counters notes
         else:
             self.scalars.note(iteration, scope, loop_frame.f_locals, value)
-        self.stdout.bucket = iteration
         if iteration >= self._fast_until or clock.compute >= self._fast_compute:
             self._fast = self._surely_skips(clock.compute, iteration, loop_frame)
             if not self._fast:  # its blocks count their occurrences (fast ones left them)
@@ -256,12 +257,12 @@ class Recorder(Session):
             self.clock.end_iteration(g, now)  # before its journal entry takes the timings
             self._journal(g)
             g = None
-        if self.interference.watching and self.writer.idle:
+        if self._watching and self.writer.idle:
             self._charge_interference()
         iteration = self.advance()
         self.scalars.note(iteration, scope, loop_frame.f_locals, value)
         self._checkpointing = None
-        self.stdout.bucket = iteration
+        self.stdout.bucket = CURRENT  # this iteration, and the fast ones after it
         self._fast = self._alone and self._surely_skips(self.clock.compute, iteration, loop_frame)
         start = time.perf_counter()
         self.policy.bookkeeping += start - now
@@ -294,10 +295,18 @@ class Recorder(Session):
         """The writer went idle: charge what its work cost training to the newest checkpoint
         it wrote meanwhile (or to journaling)."""
         lost = self.interference.end()
+        self._watching = False
         if self._spare_core:
             self.policy.charge(self._in_flight, lost)
         self._in_flight = -1
         self._fast_until = 0  # what it wrote may have changed what the policy expects
+
+    def _watch(self) -> None:
+        """The writer got work: what it costs training is measured until it is idle again
+        (``_watching``: the recorder's own flag, read every iteration, where the
+        interference's would be one more object to load, cold, inside a training step)."""
+        self.interference.begin()
+        self._watching = True
 
     def _end(self, g: int, now: float) -> None:
         """Close iteration ``g`` at ``now``, the loop's last."""
@@ -345,7 +354,7 @@ class Recorder(Session):
 
         # A checkpoint's commit is charged to it; the others are the journal's (-1).
         self._committed = self.writer.submit(g if blocks else -1, commit, commit=bool(blocks))
-        self.interference.begin()
+        self._watch()
         self.written.extend(blocks.values())
 
     def _thin(self, g: int, written: list[Written], preferred: bool) -> None:
@@ -431,7 +440,7 @@ class Recorder(Session):
         g = self.iteration
         if g is None:
             return (*objs, *named.values()) if named else objs
-        self.stdout.bucket = g
+        self.stdout.bucket = CURRENT
         start = time.perf_counter()
         compute = self.clock.end_block(g, start)
         first = self._checkpointing is None  # the iteration's first block end decides
@@ -508,7 +517,7 @@ class Recorder(Session):
             self._blocks[f"{block[0]}/{block[1]}"] = self.checkpointer.take(
                 g, block, objs, named, frame
             )
-            self.interference.begin()
+            self._watch()
             self._in_flight = g
         except Unrestorable as e:
             self.warn_once(
