@@ -6,10 +6,10 @@ plainly and recorded. The script times every 1,000 steps itself; the median
 of those stretches is the steady per-step figure, start-up and the loop's end left out
 (the stretches with a journal entry are in it). Runs are interleaved, 1 torch thread.
 On 100,000 steps the default budget affords a checkpoint in most stretches (the script's
-start-up, spread over its loop, pays for them), so it also gives the median of the stretches
-without one (nor one right before: the writer's work takes the GIL): the cost of an
-iteration that takes no checkpoint. (Its replay runs only the iterations its output needs,
-and prints the recording's figures for the rest: what replay costs is bench_sparse's.)
+start-up, spread over its loop, pays for them), so it also records with a budget that buys
+only the first (``FLOR_EPSILON=0.005``): what an iteration that takes no checkpoint costs.
+(The script's replay runs only the iterations its output needs, and prints the recording's
+figures for the rest: what replay costs is bench_sparse's.)
 
 Timings on a shared 2-core machine swing by a third from one minute to the next, so it also
 counts what does not swing: the Python bytecodes flor's own frames execute per step (over
@@ -38,6 +38,7 @@ from pathlib import Path
 from flor import runs
 from flor.store import LocalStore
 
+FREE_EPSILON = "0.005"  # a budget that buys the empty loop no checkpoint but the first
 SCRIPT = """
 import os, sys, time, statistics
 import torch
@@ -72,32 +73,24 @@ for _ in flor.it(range(steps)):
         print(step)
 stretches = [(b - a) / 1000 * 1e6 for a, b in zip(marks[1:], marks[2:])]
 print(f"per-step {statistics.median(stretches):.3f}", file=sys.stderr)
-print("stretches", *(f"{s:.3f}" for s in stretches), file=sys.stderr)
 if traced:
     print(f"bytecodes {ops[0] / 1000:.1f}", file=sys.stderr)
 """
 
 
-def per_step(work: Path, *args: str, figure: str = "per-step", traced: bool = False) -> float:
+def per_step(
+    work: Path, *args: str, figure: str = "per-step", traced: bool = False, epsilon: str = ""
+) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
     env["STEP_COST_TRACE"] = "1" if traced else ""
+    if epsilon:
+        env["FLOR_EPSILON"] = epsilon
     cmd = [sys.executable, str(work / "steps.py"), *args]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(proc.stderr)
     line = next(ln for ln in proc.stderr.splitlines() if ln.startswith(f"{figure} "))
-    if figure == "stretches":
-        return checkpoint_free(work, args[1], [float(s) for s in line.split()[1:]])
     return float(line.split()[1])
-
-
-def checkpoint_free(work: Path, name: str, stretches: list[float]) -> float:
-    """The median of the 1,000-step stretches (the first from iteration 1,000) that hold no
-    checkpoint, nor follow one (its writer's work, which takes the GIL for a while)."""
-    run = runs.load_run(LocalStore(work / "home"), name)
-    taken = {g // 1000 - 1 for g, c in run.commits.items() if c.blocks}
-    free = [s for j, s in enumerate(stretches) if j not in taken and j - 1 not in taken]
-    return statistics.median(free) if free else float("nan")
 
 
 def dqn_bookkeeping(work: Path, repeats: int) -> None:
@@ -130,14 +123,14 @@ def empty_steps(steps: int, repeats: int) -> None:
         for r in range(repeats):
             times["plain"].append(per_step(work, n))
             times["record"].append(per_step(work, "--flor", f"s{r}", n))
-            times["free"].append(per_step(work, "--flor", f"f{r}", n, figure="stretches"))
+            times["free"].append(per_step(work, "--flor", f"f{r}", n, epsilon=FREE_EPSILON))
         counted = per_step(work, "--flor", "t", n, figure="bytecodes", traced=True)
     plain = statistics.median(times["plain"])
     print(f"{steps} empty steps: plain {plain:.2f} us/step")
     t = statistics.median(times["record"])
     print(f"record {t:.2f} us/step: flor's own {t - plain:.2f} us/step, {counted:.0f} bytecodes")
     free = statistics.median(times["free"])
-    print(f"record, stretches without a checkpoint: flor's own {free - plain:.2f} us/step")
+    print(f"record, no checkpoint but the first: flor's own {free - plain:.2f} us/step")
 
 
 def main() -> None:
