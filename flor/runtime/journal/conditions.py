@@ -265,22 +265,17 @@ class Lookahead:
         return len(self.recent[i]) == self.WINDOW and self.fired[i] * self.RARE > self.WINDOW
 
 
-def _foreseen_outcome(guard: list[Foreseen], k: int) -> bool | None:
-    """Whether every test of ``guard`` holds ``k`` iterations after it was foreseen: False
-    at the first that does not, None at the first whose value is not known."""
+def _holds(guard: list[Foreseen], k: int) -> bool:
+    """Whether every test of ``guard`` surely holds ``k`` iterations after it was foreseen
+    (a test whose value is not known does not)."""
     for test, lines, wanted in guard:
         try:
             value = bool(test(*[base + slope * k if slope else base for base, slope in lines]))
         except Exception:  # not known
-            return None
+            return False
         if value != wanted:
             return False
     return True
-
-
-def _holds(guard: list[Foreseen], k: int) -> bool:
-    """Whether every test of ``guard`` surely holds ``k`` iterations after it was foreseen."""
-    return _foreseen_outcome(guard, k) is True
 
 
 def _compile(t: Test) -> Callable[..., Any]:

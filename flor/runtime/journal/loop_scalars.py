@@ -68,8 +68,7 @@ class LoopScalars:
         # the iteration number, appended without a Python call (the recorder's fast lane
         # does, after a journal entry's first iteration, which ``note`` begins; None: notes
         # take ``note``). Half of a fast iteration's time inside a DQN step, cold, was the call.
-        self._offsets_only = self._watched == ()
-        self.append_offset = self._noted.counters.append if self._offsets_only else None
+        self.append_offset = self._noted.counters.append if self._watched == () else None
 
     def note(self, iteration: int, scope: str, names: dict[str, Any], value: Any) -> None:
         """The values at the start of ``iteration`` (``names``: the loop's frame): appended
@@ -112,7 +111,7 @@ class LoopScalars:
     def take(self) -> Noted:
         """The values noted since the last journal entry (the next one starts whole)."""
         noted, self._noted = self._noted, Columns()
-        if self._offsets_only:
+        if self.append_offset is not None:
             self.append_offset = self._noted.counters.append
         if noted.counters:
             self._last = _values(self._watched, self._one, noted, len(noted.counters) - 1)
