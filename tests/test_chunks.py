@@ -15,7 +15,7 @@ from conftest import Flor
 from flor.errors import CorruptCheckpoint
 from flor.runs.layout import KINDS, blob_key
 from flor.runtime.state.capture import Snapshot, capture
-from flor.runtime.state.chunks import CHUNK_BYTES, Chunks
+from flor.runtime.state.chunks import CHUNK_BYTES, Chunks, Pack
 from flor.runtime.state.codec import VerifiedBlobs, decode, encode
 from flor.runtime.state.restore import restore
 from flor.store.local import LocalStore
@@ -45,10 +45,10 @@ class _Checkpoints:
     def take(self, value: object, into: object = None) -> tuple[int, int, object]:
         """The bytes copied and the bytes added to the store; what restoring it (into
         ``into``) gives. As the checkpointer does, the snapshot's large copies go first."""
-        snap = Snapshot(self.copies)
+        snap = Snapshot(self.copies, Pack())
         node = capture(value, snap)
         self.copies = snap.current
-        enc = encode(node, self.store, self.chunks, snap.current.values())
+        enc = encode(node, self.store, self.chunks, snap.current.values(), snap.pack)
         return (
             snap.nbytes,
             enc.new_blob_bytes,
@@ -319,3 +319,34 @@ def test_a_gradient_backward_allocates_anew_is_compared_with_its_previous_copy(
     assert (copied, stored) == (0, 0)
     assert restored.weight.grad is not None
     assert torch.equal(restored.weight.grad, layer.weight.grad)
+
+
+def test_small_tensors_are_copied_into_the_checkpoints_pack_bit_for_bit(tmp_path: object) -> None:
+    """Tensors under a chunk's size are copied as bytes into the pack the writer hashes, not
+    pickled into the manifest; those whose memory is not their values densely (a view with
+    gaps, conjugate or negative bits) are copied as tensors. Each comes back exactly."""
+    c = _Checkpoints(tmp_path)
+    base = torch.randn(64, 64)
+    values = {
+        "float": base,
+        "bfloat16": base.to(torch.bfloat16),
+        "bool": base > 0,
+        "int8": base.to(torch.int8),
+        "scalar": torch.tensor(-0.0),
+        "empty": torch.empty(0, 3),
+        "strided": base.t(),
+        "conj": torch.randn(8, 8, dtype=torch.complex64).conj(),
+        "neg": torch._neg_view(base),
+        "param": torch.nn.Parameter(base.clone()),
+    }
+    copied, stored, back = c.take(values)
+    for name, value in values.items():
+        got = back[name]
+        assert got.dtype == value.dtype and got.shape == value.shape, name
+        assert torch.equal(got.resolve_conj().resolve_neg(), value.resolve_conj().resolve_neg())
+    assert torch.signbit(back["scalar"]) and back["param"].requires_grad
+    assert copied == sum(v.numel() * v.element_size() for v in values.values())
+    snap = Snapshot({}, Pack())
+    node = capture([torch.randn(1024) for _ in range(100)], snap)  # 400 KB in 4 KB tensors
+    enc = encode(node, c.store, c.chunks, (), snap.pack)
+    assert len(enc.data) < 40_000 < enc.logical, "the bytes are in the pack, not the manifest"

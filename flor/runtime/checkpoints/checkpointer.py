@@ -27,8 +27,8 @@ from typing import Any
 from flor.runs import layout
 from flor.runs.records import CheckpointEntry
 from flor.runtime.checkpoints.writer import BackgroundWriter
-from flor.runtime.state.capture import Snapshot, Unrestorable, capture, capture_rng
-from flor.runtime.state.chunks import Chunks
+from flor.runtime.state.capture import GlobalRng, Snapshot, Unrestorable, capture
+from flor.runtime.state.chunks import Chunks, Pack
 from flor.runtime.state.codec import Encoded, encode, finish, prepare
 from flor.runtime.state.kinds import stateful_in_scope
 from flor.runtime.state.scope import Frame, cheap_values, visible_names
@@ -56,6 +56,7 @@ class Checkpointer:
         self.chunks = Chunks(store)
         self._copies: dict[tuple[str, int], dict[Any, Any]] = {}  # by block: its last copies
         self._nbytes: dict[tuple[str, int], int] = {}  # by block: its last snapshot's bytes
+        self._rng = GlobalRng()
 
     def fits(self, block: tuple[str, int]) -> bool:
         """Whether the writer has room for a snapshot of ``block`` as large as its last."""
@@ -70,7 +71,7 @@ class Checkpointer:
         frame: Frame,
     ) -> Future[Written]:
         """Capture the state ``SkipBlock.end`` sees at ``frame``; write it in the background."""
-        snap = Snapshot(self._copies.get(block, {}))
+        snap = Snapshot(self._copies.get(block, {}), Pack())
         key = layout.ckpt_key(self.prefix, g, *block)
         tree = {
             "key": key,  # which checkpoint this is: a journal entry pointing elsewhere is seen
@@ -78,7 +79,7 @@ class Checkpointer:
             "named": _each(snap, named),
             "scope": _each(snap, stateful_in_scope(visible_names(frame))),
             "values": _each(snap, cheap_values(frame.f_locals)),
-            "rng": capture_rng(),
+            "rng": self._rng.read(),
         }
         self._copies[block] = copies = snap.current
         self._nbytes[block] = snap.nbytes
@@ -88,12 +89,14 @@ class Checkpointer:
             # Nothing queued before it: no commit's thinning forgets the blobs it reuses.
             try:
                 encoded = functools.partial(
-                    finish, prepare(tree, self.store, self.chunks, copies.values())
+                    finish, prepare(tree, self.store, self.chunks, copies.values(), snap.pack)
                 )
             except Exception as e:  # a first copy's chunks met a full disk: the writer says
                 encoded = functools.partial(_reraise, e)  # so, as for its own failures
         else:
-            encoded = functools.partial(encode, tree, self.store, self.chunks, copies.values())
+            encoded = functools.partial(
+                encode, tree, self.store, self.chunks, copies.values(), snap.pack
+            )
 
         def write() -> Written:
             return self._written(g, key, tree, bound, encoded())

@@ -9,6 +9,7 @@ checkpoint's checksum matched its journal entry.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import inspect
 import pickle
@@ -22,14 +23,18 @@ from typing import Any
 import torch
 
 from flor.runtime.state import loader_position
-from flor.runtime.state.chunks import memory, same_chunks
-from flor.runtime.state.codec import BLOB_MIN_BYTES, LargeBytes  # smaller ones are inlined
+from flor.runtime.state.chunks import Pack, compare, memory
+from flor.runtime.state.codec import BLOB_MIN_BYTES, LargeBytes, packed_copy
 from flor.runtime.state.kinds import (
     PRIMITIVE_TYPES,
     flags,
+    is_generator,
     is_passive,
     module_attrs,
     numeric_array,
+    numeric_scalar,
+    numpy_generator,
+    numpy_seed,
     plain_object,
     positioned,
     primitive,
@@ -61,10 +66,13 @@ class Snapshot:
     step). A copy remembers the chunks it compared equal (``_flor_same``) for its writer.
     """
 
-    def __init__(self, previous: dict[tuple[Any, ...], torch.Tensor] | None = None) -> None:
+    def __init__(
+        self, previous: dict[tuple[Any, ...], torch.Tensor] | None = None, pack: Pack | None = None
+    ) -> None:
         self.seen: dict[int, int] = {}
         self.nbytes = 0
         self.previous = previous
+        self.pack = pack  # where small tensors are copied to as bytes, if given (``packed_copy``)
         self.current: dict[tuple[Any, ...], torch.Tensor] = {}
 
     def copy(self, t: torch.Tensor, of: torch.Tensor | None = None) -> torch.Tensor:
@@ -72,6 +80,11 @@ class Snapshot:
         whose gradient ``t`` is, the gradient's source across steps (``zero_grad`` frees it,
         and backward allocates the next one wherever it may)."""
         nbytes = t.numel() * t.element_size()
+        if nbytes < BLOB_MIN_BYTES and self.pack is not None:
+            piece = packed_copy(t, self.pack)
+            if piece is not None:
+                self.nbytes += nbytes
+                return piece  # type: ignore[return-value]  # a tensor as its encoded form
         if self.previous is None or nbytes < BLOB_MIN_BYTES or not _comparable(t):
             self.nbytes += nbytes
             return tensor_copy(t)
@@ -82,7 +95,7 @@ class Snapshot:
         version = _version(t)
         same = None
         if prev is not None and version == getattr(prev, "_flor_version", None):
-            same = same_chunks(memory(prev), memory(t))  # an equal counter proves nothing
+            same = compare(prev, memory(t))  # an equal counter proves nothing
             if same is not None and all(same):
                 self.current[source] = prev
                 return prev
@@ -122,6 +135,8 @@ def clone_tree(x: Any, snap: Snapshot) -> Any:
         return snap.copy(x)
     if primitive(x):
         return x
+    if type(x) is list and PRIMITIVE_TYPES.issuperset(map(type, x)):
+        return list(x)  # an optimizer's parameter ids: no call per item
     if isinstance(x, dict):
         out: dict[Any, Any] = OrderedDict() if isinstance(x, OrderedDict) else {}
         for k, v in x.items():
@@ -189,7 +204,7 @@ def capture(obj: Any, snap: Snapshot | None = None) -> dict[str, Any]:
 def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
     if positioned(obj):
         return _capture_position(obj, snap)
-    if isinstance(obj, torch.Generator):
+    if is_generator(obj):
         return {"k": "gen", "v": obj.get_state(), "device": str(obj.device)}
     if isinstance(obj, torch.Tensor):
         in_place = isinstance(obj, torch.nn.Parameter) or (obj.is_leaf and obj.requires_grad)
@@ -208,17 +223,10 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
         return node
     if type(obj).__module__.startswith("torch.distributed.fsdp"):
         raise Unrestorable(f"a {type(obj).__name__}, whose state is sharded across ranks")
+    if isinstance(obj, torch.nn.Module):
+        return _capture_module(obj, snap)
     if stateful(obj):
-        node = {"k": "sd", "v": clone_tree(obj.state_dict(), snap), "flags": flags(obj)}
-        if isinstance(obj, torch.nn.Module):  # hindsight logs read gradients: a full run has them
-            node["grads"] = [
-                None if p.grad is None else snap.copy(p.grad, of=p) for p in obj.parameters()
-            ]
-            node["attrs"] = [
-                {name: capture(v, snap) for name, v in module_attrs(m).items()}
-                for m in obj.modules()
-            ]
-        return node
+        return {"k": "sd", "v": clone_tree(obj.state_dict(), snap), "flags": flags(obj)}
     if isinstance(obj, (list, tuple)):
         kind = "list" if isinstance(obj, list) else "tuple"
         if PRIMITIVE_TYPES.issuperset(map(type, obj)):  # a history of losses: as it is
@@ -234,6 +242,10 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
         return node
     if numeric_array(obj):
         return _capture_array(obj, snap)
+    if numeric_scalar(obj):
+        return {"k": "npscalar", "dtype": obj.dtype.str, "v": obj.tobytes()}
+    if numpy_generator(obj):
+        return _capture_numpy_generator(obj, snap)
     if not plain_object(obj):
         return {"k": "pickle", "v": _pickle(obj)}
     attrs = vars(obj)
@@ -241,6 +253,30 @@ def _capture_new(obj: Any, snap: Snapshot) -> dict[str, Any]:
         "k": "obj",
         "v": {name: capture(v, snap) for name, v in attrs.items()},
         "cls": [type(obj).__module__, type(obj).__qualname__],
+    }
+
+
+def _capture_module(module: torch.nn.Module, snap: Snapshot) -> dict[str, Any]:
+    """Its state_dict, and what that leaves out but a full run has: each submodule's train
+    flag and other attributes, and the gradients (hindsight logs read them)."""
+    modules = list(module.modules())
+    return {
+        "k": "sd",
+        "v": clone_tree(module.state_dict(), snap),
+        "flags": {"training": [m.training for m in modules]},  # as ``kinds.flags``
+        "grads": [None if p.grad is None else snap.copy(p.grad, of=p) for p in module.parameters()],
+        "attrs": [{name: capture(v, snap) for name, v in module_attrs(m).items()} for m in modules],
+    }
+
+
+def _capture_numpy_generator(gen: Any, snap: Snapshot) -> dict[str, Any]:
+    """Its bit generator's state (numbers; small arrays for some) and its seed sequence."""
+    bitgen = gen.bit_generator
+    return {
+        "k": "npgen",
+        "bitgen": type(bitgen).__name__,
+        "state": clone_tree(bitgen.state, snap),
+        "seed": numpy_seed(bitgen.seed_seq),
     }
 
 
@@ -271,7 +307,7 @@ def _capture_position(obj: Any, snap: Snapshot) -> dict[str, Any]:
     for name, value in getattr(obj, "__dict__", {}).items():
         if type(value) in _COUNTERS and name not in settings:
             numbers[name] = value
-        elif positioned(value) or isinstance(value, torch.Generator):
+        elif positioned(value) or is_generator(value):
             parts[name] = capture(value, snap)
     return {"k": "position", "v": numbers, "parts": parts}
 
@@ -291,21 +327,59 @@ def _settings(cls: Any) -> frozenset[str]:
 
 def capture_rng() -> dict[str, Any]:
     """Every global RNG stream: python, numpy (if imported), torch CPU, each CUDA device."""
-    version, internal, gauss = random.getstate()
-    np = sys.modules.get("numpy")
-    rng: dict[str, Any] = {
-        # 625 ints as one tensor: pickling them one by one was a checkpoint's largest fixed cost
-        # (and numpy converts them in a third of torch.tensor's time)
-        "python": [version, _int64s(internal, np), gauss],
-        "torch": torch.get_rng_state(),
-    }
-    if np is not None:
+    return GlobalRng().read()
+
+
+class GlobalRng:
+    """Reads the global RNG streams for one block's checkpoints, one after another. A stream
+    that has not drawn since the last read reuses that read's conversion: numpy's legacy
+    generator copies its 624 words one by one to say its state (30-50 us, a tenth of a
+    small checkpoint), and a script that draws from torch alone never moves it."""
+
+    def __init__(self) -> None:
+        self._python: tuple[tuple[int, ...], torch.Tensor] | None = None
+        self._numpy: tuple[bytes, list[Any]] | None = None
+
+    def read(self) -> dict[str, Any]:
+        version, internal, gauss = random.getstate()
+        np = sys.modules.get("numpy")
+        if self._python is None or self._python[0] != internal:
+            # 625 ints as one tensor: pickled one by one, they were a checkpoint's largest
+            # fixed cost (and numpy converts them in a third of torch.tensor's time)
+            self._python = (internal, _int64s(internal, np))
+        rng: dict[str, Any] = {
+            "python": [version, self._python[1], gauss],
+            "torch": torch.get_rng_state(),
+        }
+        if np is not None:
+            rng["numpy"] = self._numpy_state(np)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        return rng
+
+    def _numpy_state(self, np: Any) -> list[Any]:
+        words = _mt19937_words(np)
+        last = self._numpy
+        # Equal words mean no draw since; only a cached Gaussian (``has_gauss``) can change
+        # without one (a draw consumes it), so a read that had none is still the state.
+        if words is not None and last is not None and last[0] == words and not last[1][3]:
+            return last[1]
         name, keys, pos, has_gauss, cached = np.random.get_state()
         # its uint32 keys as int32 (restore casts them back): torch has no uint32 to pickle
-        rng["numpy"] = [name, torch.from_numpy(keys.view(np.int32)), pos, has_gauss, cached]
-    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-        rng["cuda"] = torch.cuda.get_rng_state_all()
-    return rng
+        state = [name, torch.from_numpy(keys.view(np.int32)), pos, has_gauss, cached]
+        if words is not None and words[: keys.nbytes] == keys.tobytes():  # the layout it reads
+            self._numpy = (words, state)
+        return state
+
+
+def _mt19937_words(np: Any) -> bytes | None:
+    """The bytes of numpy's global MT19937 state (624 words and a position), read in one call
+    through the address numpy gives for its ctypes interface; None where there is no such."""
+    legacy = getattr(getattr(np.random, "mtrand", None), "_rand", None)
+    bitgen: Any = getattr(legacy, "_bit_generator", None)
+    if type(bitgen).__name__ != "MT19937":
+        return None
+    return ctypes.string_at(bitgen.ctypes.state_address, 624 * 4 + 4)
 
 
 def _int64s(values: tuple[int, ...], np: Any) -> torch.Tensor:

@@ -20,6 +20,7 @@ resolves no function that could act on the machine.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import io
 import math
@@ -36,7 +37,7 @@ import torch
 from flor.errors import CorruptCheckpoint
 from flor.runs.layout import blob_key
 from flor.runtime.state import unpickle
-from flor.runtime.state.chunks import Chunks, Pack
+from flor.runtime.state.chunks import PACK_MAX, Chunks, Pack
 from flor.store import Store
 
 BLOB_MIN_BYTES = 64 * 1024
@@ -84,12 +85,13 @@ def encode(
     store: Store | None = None,
     chunks: Chunks | None = None,
     copies: Iterable[torch.Tensor] = (),
+    pack: Pack | None = None,
 ) -> Encoded:
     """Serialize ``tree``; with a ``store``, put its large values there as chunks
     (through ``chunks``, which knows what this run already stored). ``copies``: the
     snapshot's large copies, stored first, so that what changed of them goes into packs
-    whose names the manifest can refer to."""
-    return finish(prepare(tree, store, chunks, copies))
+    whose names the manifest can refer to; ``pack``: its small ones (``prepare``)."""
+    return finish(prepare(tree, store, chunks, copies, pack))
 
 
 @dataclass
@@ -108,14 +110,19 @@ def prepare(
     store: Store | None = None,
     chunks: Chunks | None = None,
     copies: Iterable[torch.Tensor] = (),
+    pack: Pack | None = None,
 ) -> Prepared:
     """What ``encode`` does that runs Python code per value: the copies compared and cut
     into packs, and the manifest pickled (each pack named by its placeholder). A training
     thread does this part; ``finish``, hashing and writing (without the GIL, mostly), can
-    run beside it on another thread without making it wait."""
+    run beside it on another thread without making it wait. ``pack``: the pieces the
+    snapshot put in its pack of whole copies already (``packed_copy``)."""
     if chunks is None and store is not None:
         chunks = Chunks(store)
     out = Encoded(b"", "")
+    if pack is not None:
+        assert chunks is not None, "a snapshot's pack is written with its chunks"
+        out.packs["whole"] = pack
     packs: list[Pack] = []
     if chunks is not None:
         for t in copies:
@@ -244,6 +251,31 @@ def _raw(t: torch.Tensor) -> bytes:
     else:
         raw = t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
     return raw
+
+
+def packed_copy(t: torch.Tensor, pack: Pack) -> dict[str, Any] | None:
+    """A small CPU tensor's bytes copied in one call as a piece of ``pack`` (the checkpoint's
+    pack of whole copies), in the form ``_tagged`` gives a large one. A tensor copy, and its
+    bytes pickled into the manifest later, cost several times as much on the training thread,
+    and a transformer's checkpoint holds hundreds of them; the writer hashes the pack. None
+    where its memory is not its values, densely (a view with gaps, conjugate or negative
+    bits, quantized), for an empty one, and once the pack is full."""
+    nbytes = t.nbytes
+    if not (
+        nbytes
+        and pack.nbytes + nbytes <= PACK_MAX
+        and t.is_cpu
+        and t.layout == torch.strided
+        and t.is_contiguous()
+        and type(t) in _PLAIN_TENSORS
+        and not (t.is_quantized or t.is_conj() or t.is_neg() or t.is_nested)
+    ):
+        return None
+    piece = ctypes.string_at(t.data_ptr(), nbytes)
+    return {"__flor_chunks__": [pack.add(piece)], "dtype": _dtype(t), "shape": list(t.shape)}
+
+
+_PLAIN_TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})
 
 
 def _dtype(t: torch.Tensor) -> str:

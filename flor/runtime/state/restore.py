@@ -27,8 +27,10 @@ import torch
 from flor.errors import FlorError
 from flor.runtime.state import loader_position, unpickle
 from flor.runtime.state.kinds import (
+    NUMPY_BIT_GENERATORS,
     is_wrapper,
     kept_attrs,
+    numpy_seed,
     plain_object,
     positioned,
     set_flags,
@@ -49,6 +51,41 @@ def _restore_array(cur: Any, node: dict[str, Any], done: dict[int, Any], path: s
     if node["fortran"]:
         return flat.reshape(shape[::-1]).T
     return flat.reshape(shape)
+
+
+def _restore_scalar(cur: Any, node: dict[str, Any], done: dict[int, Any], path: str) -> Any:
+    import numpy as np
+
+    return np.frombuffer(node["v"], dtype=np.dtype(node["dtype"]))[0]
+
+
+def _restore_numpy_generator(
+    cur: Any, node: dict[str, Any], done: dict[int, Any], path: str
+) -> Any:
+    """In place where this process's generator is of the same kind and seed (only its state
+    moved); else a new one, as unpickling it would give."""
+    import numpy as np
+
+    name = node["bitgen"]
+    if name not in NUMPY_BIT_GENERATORS:
+        raise CannotRestore(path, "a numpy Generator", f"{name!r} is not a numpy bit generator")
+    entropy, spawn_key, pool_size, spawned = node["seed"]
+    bitgen: Any = getattr(cur, "bit_generator", None)
+    seq = getattr(bitgen, "seed_seq", None)
+    same = (
+        type(cur) is np.random.Generator
+        and type(bitgen).__name__ == name
+        and type(seq) is np.random.SeedSequence
+        and numpy_seed(seq) == node["seed"]
+    )
+    if not same:
+        seq = np.random.SeedSequence(
+            entropy, spawn_key=spawn_key, pool_size=pool_size, n_children_spawned=spawned
+        )
+        bitgen = getattr(np.random, name)(seq)
+        cur = np.random.Generator(bitgen)
+    bitgen.state = node["state"]
+    return cur
 
 
 class CannotRestore(FlorError):
@@ -227,6 +264,8 @@ _RESTORERS: Mapping[str, Callable[[Any, dict[str, Any], dict[int, Any], str], An
             "obj": _restore_object,
             "pickle": _restore_pickled,
             "ndarray": _restore_array,
+            "npscalar": _restore_scalar,
+            "npgen": _restore_numpy_generator,
             "loader_iter": _restore_loader_iterator,
             "position": _restore_position,
         }
