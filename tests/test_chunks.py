@@ -16,7 +16,7 @@ from flor.errors import CorruptCheckpoint
 from flor.runs.layout import KINDS, blob_key
 from flor.runtime.state.capture import Snapshot, capture
 from flor.runtime.state.chunks import CHUNK_BYTES, Chunks, Pack
-from flor.runtime.state.codec import VerifiedBlobs, decode, encode
+from flor.runtime.state.codec import VerifiedBlobs, decode, encode, finish, prepare
 from flor.runtime.state.restore import restore
 from flor.store.local import LocalStore
 
@@ -350,3 +350,27 @@ def test_small_tensors_are_copied_into_the_checkpoints_pack_bit_for_bit(tmp_path
     node = capture([torch.randn(1024) for _ in range(100)], snap)  # 400 KB in 4 KB tensors
     enc = encode(node, c.store, c.chunks, (), snap.pack)
     assert len(enc.data) < 40_000 < enc.logical, "the bytes are in the pack, not the manifest"
+
+
+def test_the_writer_hashes_and_stores_first_copies_not_the_training_thread(
+    tmp_path: object,
+) -> None:
+    """A fresh tensor in scope at each checkpoint (a batch, the logits) has no previous copy:
+    its chunks are named by their hashes. ``prepare`` (the training thread's part) leaves
+    them to ``finish`` (the writer's): it neither hashes nor stores a byte of them."""
+    c = _Checkpoints(tmp_path)
+    history = [float(i) for i in range(20000)]  # pickled: 180 KB of chunks
+    for _ in range(2):
+        batch = torch.randn(64, 1024)  # 256 KB, new every time
+        snap = Snapshot(c.copies, Pack())
+        node = capture({"batch": batch, "history": history, "again": batch}, snap)
+        c.copies = snap.current
+        files = c.files()
+        prepared = prepare(node, c.store, c.chunks, snap.current.values(), snap.pack)
+        assert c.files() == files, "nothing stored before the writer's part"
+        enc = finish(prepared)
+        assert c.files() > files
+        back = restore(None, decode(enc.data, enc.sha256, "k", c.store))
+        assert torch.equal(back["batch"], batch) and back["again"] is back["batch"]
+        assert back["history"] == history
+        history.append(0.5)

@@ -79,9 +79,9 @@ class Snapshot:
         """A copy of ``t``, or the previous one where its bits are equal. ``of``: the parameter
         whose gradient ``t`` is, the gradient's source across steps (``zero_grad`` frees it,
         and backward allocates the next one wherever it may)."""
-        nbytes = t.numel() * t.element_size()
+        nbytes = t.nbytes
         if nbytes < BLOB_MIN_BYTES and self.pack is not None:
-            piece = packed_copy(t, self.pack)
+            piece = packed_copy(t, nbytes, self.pack)
             if piece is not None:
                 self.nbytes += nbytes
                 return piece  # type: ignore[return-value]  # a tensor as its encoded form
@@ -135,6 +135,8 @@ def clone_tree(x: Any, snap: Snapshot) -> Any:
         return snap.copy(x)
     if primitive(x):
         return x
+    if type(x) is dict:  # an optimizer's state per parameter (no ``_metadata``: not an object)
+        return {k: clone_tree(v, snap) for k, v in x.items()}
     if type(x) is list and PRIMITIVE_TYPES.issuperset(map(type, x)):
         return list(x)  # an optimizer's parameter ids: no call per item
     if isinstance(x, dict):

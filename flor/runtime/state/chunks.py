@@ -6,7 +6,8 @@ embedding table with a few rows trained, a growing list pickled: most of their
 chunks are the previous checkpoint's, so a checkpoint costs what changed.
 
 A first copy is cut into chunks, each named by its hash: another run may hold
-them. After that, a copy is compared with the previous copy of the same source
+them. The writer hashes them (``name_chunks``), not the training thread, whose
+manifest holds placeholders until then. After that, a copy is compared with the previous copy of the same source
 (``_flor_prev``; the snapshot's own compare, ``_flor_same``, where it made one):
 chunks whose bytes are equal keep its references, and what changed is written,
 unhashed piece by piece, into one of the checkpoint's two ``Pack`` blobs: a copy
@@ -88,6 +89,8 @@ class Chunks:
         for open_pack in packs.values():
             if id(t) in open_pack.owners:  # the tree holds it twice; its pack is not written yet
                 return open_pack.owners[id(t)][1]
+        if id(t) in out.unnamed:  # held twice, and its chunks are named by ``name_chunks``
+            return out.unnamed[id(t)][1]
         known = getattr(t, "_flor_chunks", None)
         if (
             known is not None
@@ -98,24 +101,29 @@ class Chunks:
         mem = memory(t)
         raw = mem.data  # a memoryview of the copy: no bytes copied
         refs = self._references(t, mem, raw)
+        if refs is None:  # a first copy, or one whose pack thinning deleted
+            return self._unnamed(t, raw, out)
         if None in refs:
             whole = all(r is None for r in refs)
             if pack and (len(raw) <= PACK_MAX or not whole):
                 return self._pieces(t, raw, [None] if whole else refs, out)
-            refs = _all(raw, len(refs)) if pack else _named(raw, refs)
+            if pack:
+                return self._unnamed(t, raw, out)
+            refs = _named(raw, refs)
         self._put(raw, refs, out)
         t._flor_chunks = refs  # type: ignore[attr-defined]  # all stored: reusable
         return refs
 
-    def _references(self, t: torch.Tensor, mem: np.ndarray, raw: memoryview) -> list[Any]:
-        """The references of the chunks of ``t`` known so far, ``None`` for each to store."""
+    def _references(self, t: torch.Tensor, mem: np.ndarray, raw: memoryview) -> list[Any] | None:
+        """The references of the chunks of ``t`` known so far, ``None`` for each to store;
+        None where none is known."""
         refs = getattr(t, "_flor_chunks", None)
         if refs is None:
             refs = _reused(t, mem, raw)
         t.__dict__.pop("_flor_prev", None)
         t.__dict__.pop("_flor_same", None)
         if refs is None or not self._holds(refs):  # a first copy; a pack thinning deleted
-            return _all(raw, _count(len(raw)))
+            return None
         return list(refs)
 
     def _name_stored(self, refs: list[Any], nbytes: int, out: Any) -> bool:
@@ -191,10 +199,34 @@ class Chunks:
         return sha
 
     def put_bytes(self, data: bytes, out: Any) -> list[str]:
-        raw = memoryview(data)
-        shas = _all(raw, _count(len(raw)))
-        self._put(raw, shas, out)
-        return shas
+        return self._unnamed(data, memoryview(data), out)
+
+    def _unnamed(self, owner: Any, raw: memoryview, out: Any) -> list[str]:
+        """References to the chunks of ``raw`` (the bytes of ``owner``: a copy, or a pickle)
+        that ``name_chunks`` hashes and stores: the writer's work, not the training thread's
+        (a fresh tensor in scope each checkpoint, a batch or the logits, is a first copy).
+        Until then each is a random placeholder of a hash's length, which a manifest pickled
+        before then holds in its place (``codec.finish`` swaps them)."""
+        if id(owner) in out.unnamed:  # held twice
+            return out.unnamed[id(owner)][1]
+        names = [secrets.token_hex(32) for _ in range(_count(len(raw)))]
+        out.unnamed[id(owner)] = (owner, names)
+        return names
+
+    def name_chunks(self, out: Any) -> list[tuple[str, str]]:
+        """Hash and store the chunks ``put_tensor`` and ``put_bytes`` left unnamed; each
+        placeholder with its hash. The lists handed out are named in place too."""
+        swaps: list[tuple[str, str]] = []
+        for owner, names in out.unnamed.values():
+            raw = memory(owner).data if isinstance(owner, torch.Tensor) else memoryview(owner)
+            shas = _all(raw, len(names))
+            self._put(raw, shas, out)
+            swaps.extend(zip(names, shas))
+            names[:] = shas
+            if isinstance(owner, torch.Tensor):
+                owner._flor_chunks = list(shas)  # type: ignore[attr-defined]  # stored: reusable
+        out.unnamed.clear()
+        return swaps
 
     def _put(self, raw: memoryview, refs: list[Any], out: Any) -> None:
         step = len(raw) if len(refs) == 1 else CHUNK_BYTES  # one blob, or its chunks

@@ -7,8 +7,9 @@ whole store (``.blobs/ab/abcd...``). A tensor that did not change since the
 last checkpoint, the rows of a replay buffer that did not, a frozen backbone
 another run already stored: none of them cost bytes again. What changed since
 the previous checkpoint (a tensor whole, or some of its chunks) is a slice of
-one of the checkpoint's packs, ``[sha, offset, bytes, pack bytes]``. Small
-tensors stay inline, where a blob per bias vector would cost more than it saves.
+one of the checkpoint's packs, ``[sha, offset, bytes, pack bytes]``. A recording's
+small tensors are pieces of its pack of whole copies too (``packed_copy``); elsewhere
+they stay inline, where a blob per bias vector would cost more than it saves.
 
 Loading uses an unpickler that resolves no class but ``dict``, ``bytes`` and
 ``complex``, and checks every byte: the manifest against the SHA-256 in its
@@ -52,6 +53,8 @@ class Encoded:
     created: set[str] = field(default_factory=set)  # the blobs this write put in the store
     # what changed of the copies, written before the manifest: whole copies, and parts
     packs: dict[str, Pack] = field(default_factory=lambda: {"whole": Pack(), "part": Pack()})
+    # by id: values whose chunks ``finish`` names (first copies, pickles), with placeholders
+    unnamed: dict[int, tuple[Any, list[str]]] = field(default_factory=dict)
 
     @property
     def logical(self) -> int:
@@ -142,6 +145,8 @@ def finish(prepared: Prepared) -> Encoded:
     """Write the packs of a ``prepare``d checkpoint, and name them in its manifest."""
     out, chunks = prepared.out, prepared.chunks
     data = out.data
+    for name, sha in chunks.name_chunks(out) if chunks is not None else ():
+        data = data.replace(name.encode(), sha.encode())  # same length, as for packs
     for pack in prepared.packs:
         assert chunks is not None  # packs come from chunks
         sha = chunks.write_pack(pack, out)
@@ -253,21 +258,20 @@ def _raw(t: torch.Tensor) -> bytes:
     return raw
 
 
-def packed_copy(t: torch.Tensor, pack: Pack) -> dict[str, Any] | None:
+def packed_copy(t: torch.Tensor, nbytes: int, pack: Pack) -> dict[str, Any] | None:
     """A small CPU tensor's bytes copied in one call as a piece of ``pack`` (the checkpoint's
     pack of whole copies), in the form ``_tagged`` gives a large one. A tensor copy, and its
     bytes pickled into the manifest later, cost several times as much on the training thread,
     and a transformer's checkpoint holds hundreds of them; the writer hashes the pack. None
     where its memory is not its values, densely (a view with gaps, conjugate or negative
-    bits, quantized), for an empty one, and once the pack is full."""
-    nbytes = t.nbytes
+    bits, quantized), for an empty one, and once the pack is full. ``nbytes``: its size."""
     if not (
         nbytes
-        and pack.nbytes + nbytes <= PACK_MAX
+        and type(t) in _PLAIN_TENSORS
         and t.is_cpu
         and t.layout == torch.strided
         and t.is_contiguous()
-        and type(t) in _PLAIN_TENSORS
+        and pack.nbytes + nbytes <= PACK_MAX
         and not (t.is_quantized or t.is_conj() or t.is_neg() or t.is_nested)
     ):
         return None
