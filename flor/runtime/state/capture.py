@@ -9,7 +9,6 @@ checkpoint's checksum matched its journal entry.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import inspect
 import pickle
@@ -333,14 +332,13 @@ def capture_rng() -> dict[str, Any]:
 
 
 class GlobalRng:
-    """Reads the global RNG streams for one block's checkpoints, one after another. A stream
-    that has not drawn since the last read reuses that read's conversion: numpy's legacy
-    generator copies its 624 words one by one to say its state (30-50 us, a tenth of a
-    small checkpoint), and a script that draws from torch alone never moves it."""
+    """Reads the global RNG streams for one block's checkpoints, one after another. Python's
+    state, unchanged since the last read (a script that draws from torch alone), reuses that
+    read's conversion to one tensor. (numpy's legacy state is read each time: its cached
+    Gaussian, which ``set_state`` can put back without moving a word, is not seen otherwise.)"""
 
     def __init__(self) -> None:
         self._python: tuple[tuple[int, ...], torch.Tensor] | None = None
-        self._numpy: tuple[bytes, list[Any]] | None = None
 
     def read(self) -> dict[str, Any]:
         version, internal, gauss = random.getstate()
@@ -354,34 +352,12 @@ class GlobalRng:
             "torch": torch.get_rng_state(),
         }
         if np is not None:
-            rng["numpy"] = self._numpy_state(np)
+            name, keys, pos, has_gauss, cached = np.random.get_state()
+            # its uint32 keys as int32 (restore casts them back): torch has no uint32 to pickle
+            rng["numpy"] = [name, torch.from_numpy(keys.view(np.int32)), pos, has_gauss, cached]
         if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
             rng["cuda"] = torch.cuda.get_rng_state_all()
         return rng
-
-    def _numpy_state(self, np: Any) -> list[Any]:
-        words = _mt19937_words(np)
-        last = self._numpy
-        # Equal words mean no draw since; only a cached Gaussian (``has_gauss``) can change
-        # without one (a draw consumes it), so a read that had none is still the state.
-        if words is not None and last is not None and last[0] == words and not last[1][3]:
-            return last[1]
-        name, keys, pos, has_gauss, cached = np.random.get_state()
-        # its uint32 keys as int32 (restore casts them back): torch has no uint32 to pickle
-        state = [name, torch.from_numpy(keys.view(np.int32)), pos, has_gauss, cached]
-        if words is not None and words[: keys.nbytes] == keys.tobytes():  # the layout it reads
-            self._numpy = (words, state)
-        return state
-
-
-def _mt19937_words(np: Any) -> bytes | None:
-    """The bytes of numpy's global MT19937 state (624 words and a position), read in one call
-    through the address numpy gives for its ctypes interface; None where there is no such."""
-    legacy = getattr(getattr(np.random, "mtrand", None), "_rand", None)
-    bitgen: Any = getattr(legacy, "_bit_generator", None)
-    if type(bitgen).__name__ != "MT19937":
-        return None
-    return ctypes.string_at(bitgen.ctypes.state_address, 624 * 4 + 4)
 
 
 def _int64s(values: tuple[int, ...], np: Any) -> torch.Tensor:

@@ -89,8 +89,9 @@ class Chunks:
         for open_pack in packs.values():
             if id(t) in open_pack.owners:  # the tree holds it twice; its pack is not written yet
                 return open_pack.owners[id(t)][1]
-        if id(t) in out.unnamed:  # held twice, and its chunks are named by ``name_chunks``
-            return out.unnamed[id(t)][1]
+        unnamed: dict[int, tuple[Any, list[str]]] = out.unnamed
+        if id(t) in unnamed:  # held twice, and its chunks are named by ``name_chunks``
+            return unnamed[id(t)][1]
         known = getattr(t, "_flor_chunks", None)
         if (
             known is not None
@@ -207,10 +208,11 @@ class Chunks:
         (a fresh tensor in scope each checkpoint, a batch or the logits, is a first copy).
         Until then each is a random placeholder of a hash's length, which a manifest pickled
         before then holds in its place (``codec.finish`` swaps them)."""
-        if id(owner) in out.unnamed:  # held twice
-            return out.unnamed[id(owner)][1]
+        unnamed: dict[int, tuple[Any, list[str]]] = out.unnamed
+        if id(owner) in unnamed:  # held twice
+            return unnamed[id(owner)][1]
         names = [secrets.token_hex(32) for _ in range(_count(len(raw)))]
-        out.unnamed[id(owner)] = (owner, names)
+        unnamed[id(owner)] = (owner, names)
         return names
 
     def name_chunks(self, out: Any) -> list[tuple[str, str]]:

@@ -2,12 +2,14 @@
 replay's hindsight values go to a run of their own, offline, linked to the recorded one: its
 id is the recorded run's with ``-flor-REPLAY_ID`` after it, its group the recorded run's id,
 its notes say so, and each value carries ``flor/iteration`` (the x-axis its charts use) and
-the step the script gave, if any. `wandb sync` uploads it. A resumed recording goes on in
-the recorded run itself (``resume="allow"``)."""
+the step the script gave, if any. `wandb sync` uploads it. Each replay process writes its own
+directory of that run (W&B names one by the second it started, and a replay's workers start
+together). A resumed recording goes on in the recorded run itself (``resume="allow"``)."""
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +41,9 @@ def patch(wandb: Any, current: Callable[[], Ledger | None]) -> None:
         elif ledger.mode == RESUME:
             run = init(*args, **{**kwargs, "id": sink.id, "resume": "allow"})
         else:
-            run = init(*args, **{**kwargs, **_linked(sink.id, ledger.replay_id or "")})
+            linked = _linked(sink.id, ledger.replay_id or "")
+            settings = _own_directory(wandb, kwargs.get("settings"))
+            run = init(*args, **{**kwargs, **linked, "settings": settings})
             run.define_metric("flor/iteration")
             run.define_metric("*", step_metric="flor/iteration")
         _keep(run, sink)
@@ -64,6 +68,21 @@ def patch(wandb: Any, current: Callable[[], Ledger | None]) -> None:
 
 def _keep(run: Any, sink: Any) -> None:
     object.__setattr__(run, "_flor_sink", sink)  # past Run's own __setattr__, which refuses
+
+
+def _own_directory(wandb: Any, settings: Any) -> Any:
+    """The script's W&B settings, with a suffix of this process's own to its run's directory:
+    two processes that open the same offline run in the same second write one file (W&B's
+    own suffix sees only a directory that exists already). Unchanged where the installed W&B
+    has no such setting."""
+    if "x_sync_dir_suffix" not in getattr(wandb.Settings, "model_fields", {}):
+        return settings
+    suffix = {"x_sync_dir_suffix": f"flor-{os.getpid()}"}
+    if settings is None:
+        return wandb.Settings(**suffix)
+    if isinstance(settings, dict):
+        return {**settings, **suffix}
+    return settings.model_copy(update=suffix)
 
 
 def _linked(recorded: str, replay_id: str) -> dict[str, Any]:
