@@ -7,8 +7,9 @@ chunks are the previous checkpoint's, so a checkpoint costs what changed.
 
 A first copy is cut into chunks, each named by its hash: another run may hold
 them. The writer hashes them (``name_chunks``), not the training thread, whose
-manifest holds placeholders until then. After that, a copy is compared with the previous copy of the same source
-(``_flor_prev``; the snapshot's own compare, ``_flor_same``, where it made one):
+manifest holds placeholders until then. After that, a copy is compared with the
+previous copy of the same source (``_flor_prev``; the snapshot's own compare,
+``_flor_same``, where it made one):
 chunks whose bytes are equal keep its references, and what changed is written,
 unhashed piece by piece, into one of the checkpoint's two ``Pack`` blobs: a copy
 that changed whole (a parameter, an optimizer's moment, every step) as one piece
