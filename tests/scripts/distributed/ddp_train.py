@@ -4,6 +4,7 @@ re-seeded per epoch, a scheduler, and printing on rank 0 only."""
 import argparse
 import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
@@ -33,6 +34,7 @@ def main() -> None:
 
     for epoch in range(args.epochs):
         if os.environ.get("KILL_RANK") == str(rank) and epoch == 3:
+            time.sleep(1.0)  # flor's writer commits epochs 0-2 meanwhile, even on a loaded host
             os.kill(os.getpid(), signal.SIGKILL)  # a rank lost mid-run
         sampler.set_epoch(epoch)
         model.train()
