@@ -12,10 +12,13 @@ writer thread. Target: at most 2x a plain copy of the bytes that changed, plus 1
   finishes between samples, untimed) against a plain ``clone`` of those tensors,
   interleaved, medians. Width 2500 holds about 100 MB.
 - ``--shapes``: ``flor run`` of the DQN and nanoGPT step-loop shapes (``shapes/``), 1 torch
-  thread: the recording's own median stall (``run.json``) against a copy of the median
-  bytes a checkpoint wrote (its manifest, which holds the small tensors, and its new chunks
-  and packs: what changed, and at most half again, ``bench_bytes.py``), from memory the
-  loop just touched, as the state a checkpoint copies is.
+  thread, in a process that times, at each checkpoint, ``Checkpointer.take`` beside a plain
+  copy of the same state (in turn one before the other): a ``clone`` of each tensor of the
+  modules' ``state_dict``, their gradients, the optimizers' state, and of each tensor in
+  scope that is new or was written since (what a script's own copy of its state does),
+  right where the loop's work left the caches. Also printed: one ``memcpy`` of the bytes a
+  checkpoint wrote, from warm memory: not a copy a script could make of state spread over
+  hundreds of tensors, but the physical figure.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -109,22 +113,78 @@ def by_shape(shape: str, root: Path) -> str:
     work.mkdir()
     (work / script).write_text((HERE / "shapes" / script).read_text())
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
-    cmd = [sys.executable, "-m", "flor.cli", "run", "--name", shape, script, steps]
-    subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True)
+    timings = work / "timings.jsonl"
+    cmd = [sys.executable, __file__, "--inside", str(timings), "--", "run", "--name", shape]
+    subprocess.run([*cmd, script, steps], cwd=work, env=env, check=True, capture_output=True)
     from flor import runs
 
-    store = LocalStore(work / "home")
-    run = runs.load_run(store, shape, None)
-    stalls = list(run.meta.stall_seconds[1:])  # the first checkpoint hashes every chunk
+    rows = [json.loads(line) for line in timings.read_text().splitlines()][1:]  # the first
+    stalls, copies = [r["take"] for r in rows], [r["plain"] for r in rows]  # hashes every chunk
+    run = runs.load_run(LocalStore(work / "home"), shape, None)
     added = statistics.median(c.bytes + c.new_blob_bytes for c in runs.checkpoints(run)[1:])
-    source = np.random.default_rng(0).integers(0, 255, int(added), dtype=np.uint8)
+    what = f"{shape} ({len(rows) + 1} checkpoints, {added / 1e6:.2f} MB written each)"
+    return f"{_line(what, stalls, copies)}; one memcpy of those bytes {_memcpy(added) * 1e3:.2f} ms"
+
+
+def _memcpy(nbytes: float) -> float:
+    source = np.random.default_rng(0).integers(0, 255, int(nbytes), dtype=np.uint8)
     copies = []
     for _ in range(31):
         start = time.perf_counter()
         source.copy()
         copies.append(time.perf_counter() - start)
-    what = f"{shape} ({len(stalls) + 1} checkpoints, {added / 1e6:.2f} MB changed each)"
-    return _line(what, stalls, copies)
+    return statistics.median(copies)
+
+
+def inside(timings: Path, argv: list[str]) -> None:
+    """``flor`` run in this process, each checkpoint's ``take`` timed beside a plain copy."""
+    from flor.cli import main as flor_main
+    from flor.runtime.state.kinds import stateful_in_scope
+    from flor.runtime.state.scope import visible_names
+
+    take = Checkpointer.take
+    seen: dict[int, tuple[int, int]] = {}  # a tensor's id: its version and address when copied
+    taken = [0]  # checkpoints so far: the plain copy goes first in every other one
+
+    def timed(self: Checkpointer, *args: Any) -> Any:
+        objs, named, frame = args[2:]
+        values = [*objs, *named.values(), *stateful_in_scope(visible_names(frame)).values()]
+        first = taken[0] % 2 == 0
+        taken[0] += 1
+        start = time.perf_counter()
+        if first:
+            plain_state_copy(values, seen)
+        middle = time.perf_counter()
+        out = take(self, *args)
+        end = time.perf_counter()
+        if not first:
+            plain_state_copy(values, seen)
+        plain = middle - start if first else time.perf_counter() - end
+        with timings.open("a") as f:
+            f.write(json.dumps({"take": end - middle, "plain": plain}) + "\n")
+        return out
+
+    Checkpointer.take = timed  # type: ignore[method-assign]
+    sys.argv = ["flor", *argv]
+    flor_main()
+
+
+def plain_state_copy(values: list[Any], seen: dict[int, tuple[int, int]]) -> None:
+    """What a script's own copy of this state copies: every tensor of its modules and
+    optimizers, and each tensor that is new or was written since the last copy."""
+    copies: list[Any] = []
+    for v in {id(v): v for v in values}.values():  # a model named and in scope: once
+        if isinstance(v, torch.nn.Module):
+            copies.append({k: t.detach().clone() for k, t in v.state_dict().items()})
+            copies.append([p.grad.clone() for p in v.parameters() if p.grad is not None])
+        elif isinstance(v, torch.optim.Optimizer):
+            for s in v.state_dict()["state"].values():
+                copies.append({k: t.clone() if torch.is_tensor(t) else t for k, t in s.items()})
+        elif isinstance(v, torch.Tensor):
+            mark = (v._version, v.data_ptr())
+            if seen.get(id(v)) != mark:
+                copies.append(v.detach().clone())
+            seen[id(v)] = mark
 
 
 def main() -> None:
@@ -132,7 +192,11 @@ def main() -> None:
     ap.add_argument("--widths", type=int, nargs="+", default=[256, 1024, 2500])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--shapes", action="store_true", help="also the DQN and nanoGPT shapes")
-    args = ap.parse_args()
+    ap.add_argument("--inside", type=Path, help=argparse.SUPPRESS)  # by_shape's recording
+    args, rest = ap.parse_known_args()
+    if args.inside:
+        inside(args.inside, rest[1:] if rest[:1] == ["--"] else rest)
+        return
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="bench-stall-") as tmp:
         for width in args.widths:

@@ -212,9 +212,8 @@ def module_attrs(module: torch.nn.Module) -> dict[str, Any]:
     (``self.data``), counters. Its ``state_dict`` leaves them out; a full run has them."""
     if is_wrapper(module):
         return {}
-    internals = _internals(type(module))  # type: ignore[arg-type]  # a class is hashable
-    attrs = {k: v for k, v in vars(module).items() if k not in internals}
-    for name in _derived(module, attrs) if attrs else ():
+    attrs, derived = _own_attrs(module)
+    for name in derived:
         del attrs[name]
     return attrs
 
@@ -223,9 +222,16 @@ def kept_attrs(module: torch.nn.Module) -> frozenset[str]:
     """The attributes a checkpoint neither saves nor takes away: torch's own, a framework
     base class's, and the caches ``_derived`` finds."""
     internals = _internals(type(module))  # type: ignore[arg-type]  # a class is hashable
-    attrs = {k: v for k, v in vars(module).items() if k not in internals}
-    derived = _derived(module, attrs)
+    derived = _own_attrs(module)[1]
     return internals.union(derived) if derived else internals
+
+
+def _own_attrs(module: torch.nn.Module) -> tuple[dict[str, Any], list[str]]:
+    """A module's attributes but torch's and its framework's own, and which of them are
+    caches of its parameters (``_derived``)."""
+    internals = _internals(type(module))  # type: ignore[arg-type]  # a class is hashable
+    attrs = {k: v for k, v in vars(module).items() if k not in internals}
+    return attrs, _derived(module, attrs) if attrs else []
 
 
 @functools.cache
