@@ -13,12 +13,12 @@ writer thread. Target: at most 2x a plain copy of the bytes that changed, plus 1
   interleaved, medians. Width 2500 holds about 100 MB.
 - ``--shapes``: ``flor run`` of the DQN and nanoGPT step-loop shapes (``shapes/``), 1 torch
   thread, in a process that times, at each checkpoint, ``Checkpointer.take`` beside a plain
-  copy of the same state (in turn one before the other): a ``clone`` of each tensor of the
-  modules' ``state_dict``, their gradients, the optimizers' state, and of each tensor in
-  scope that is new or was written since (what a script's own copy of its state does),
-  right where the loop's work left the caches. Also printed: one ``memcpy`` of the bytes a
-  checkpoint wrote, from warm memory: not a copy a script could make of state spread over
-  hundreds of tensors, but the physical figure.
+  copy of what changed (in turn one before the other): a ``clone`` of each of the modules'
+  parameters, buffers and gradients, the optimizers' state and the tensors in scope that is
+  new or was written since the last checkpoint (autograd's version counter: a script's own
+  copy of what changed), right where the loop's work left the caches. Also printed: one
+  ``memcpy`` of the bytes a checkpoint wrote, from warm memory: not a copy a script could
+  make of state spread over hundreds of tensors, but the physical figure.
 """
 
 from __future__ import annotations
@@ -170,21 +170,29 @@ def inside(timings: Path, argv: list[str]) -> None:
 
 
 def plain_state_copy(values: list[Any], seen: dict[int, tuple[int, int]]) -> None:
-    """What a script's own copy of this state copies: every tensor of its modules and
-    optimizers, and each tensor that is new or was written since the last copy."""
-    copies: list[Any] = []
+    """A ``clone`` of each tensor of this state that is new or was written since the last
+    copy (``seen``: a tensor's id, its version and address then): what a script's own copy
+    of what changed copies."""
+    copies = []
+    for t in _tensors(values):
+        mark = (t._version, t.data_ptr())
+        if seen.get(id(t)) != mark:
+            copies.append(t.detach().clone())
+        seen[id(t)] = mark
+
+
+def _tensors(values: list[Any]) -> list[torch.Tensor]:
+    """The modules' parameters, buffers and gradients, the optimizers' state, the tensors."""
+    out: list[torch.Tensor] = []
     for v in {id(v): v for v in values}.values():  # a model named and in scope: once
         if isinstance(v, torch.nn.Module):
-            copies.append({k: t.detach().clone() for k, t in v.state_dict().items()})
-            copies.append([p.grad.clone() for p in v.parameters() if p.grad is not None])
+            out += [*v.parameters(), *v.buffers()]
+            out += [p.grad for p in v.parameters() if p.grad is not None]
         elif isinstance(v, torch.optim.Optimizer):
-            for s in v.state_dict()["state"].values():
-                copies.append({k: t.clone() if torch.is_tensor(t) else t for k, t in s.items()})
+            out += [t for s in v.state.values() for t in s.values() if torch.is_tensor(t)]
         elif isinstance(v, torch.Tensor):
-            mark = (v._version, v.data_ptr())
-            if seen.get(id(v)) != mark:
-                copies.append(v.detach().clone())
-            seen[id(v)] = mark
+            out.append(v)
+    return out
 
 
 def main() -> None:

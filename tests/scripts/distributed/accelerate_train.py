@@ -29,3 +29,6 @@ for epoch in range(4):
     scheduler.step()
     accelerator.print(f"epoch {epoch} loss {total:.6f}")
     # @outside: accelerator.print(f"  w {accelerator.unwrap_model(model)[0].weight.sum():.6f}")
+# Its process group destroyed, as accelerate asks: without it, a rank of a plain run aborted at
+# exit now and then on a loaded host ("terminate called without an active exception").
+accelerator.end_training()
