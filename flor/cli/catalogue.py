@@ -10,7 +10,6 @@ from flor.cli.edge import RUN_OPTION, Edge
 from flor.errors import FlorError
 from flor.inputs import check_name
 from flor.runs import query, showing
-from flor.runs.transfer import copy_runs, remote_url
 
 
 @click.command()
@@ -98,6 +97,7 @@ def output(edge: Edge, name: str, run_id: str | None, replay_id: str | None) -> 
 def push(edge: Edge, name: str, run_id: str | None, url: str | None, delete_local: bool) -> None:
     """Upload the runs of NAME from the local store (FLOR_HOME) to S3."""
     from flor.runs import retention
+    from flor.runs.transfer import copy_runs
 
     local = edge.store(edge.settings.home)
     remote = edge.store(_remote_url(edge, url, "--to"), cached=False)
@@ -115,11 +115,15 @@ def push(edge: Edge, name: str, run_id: str | None, url: str | None, delete_loca
 @click.pass_obj
 def pull(edge: Edge, name: str, run_id: str | None, url: str | None) -> None:
     """Download the runs of NAME from S3 into the local store (FLOR_HOME)."""
+    from flor.runs.transfer import copy_runs
+
     remote = edge.store(_remote_url(edge, url, "--from"), cached=False)
     copy_runs(remote, edge.store(edge.settings.home), check_name(name), run_id, _progress)
 
 
 def _remote_url(edge: Edge, url: str | None, option: str) -> str:
+    from flor.runs.transfer import remote_url  # boto3's thread pool: for push and pull only
+
     return remote_url(url or edge.url or edge.settings.url, edge.settings.home, option)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -26,8 +26,9 @@ from flor.runtime.process.options import Options
 from flor.runtime.process.reporter import Reporter
 from flor.sources import ENTRY, SourceFile
 from flor.store import Store
-from flor.transform.report import ProjectInstrumented
-from flor.transform.sharding import sharded_state
+
+if TYPE_CHECKING:  # flor.transform's import is for what rewrites, after the fork
+    from flor.transform.report import ProjectInstrumented
 
 
 @click.command()
@@ -270,6 +271,8 @@ def _goes_on_from(
 
 
 def _refuse_sharded(files: dict[str, str]) -> None:
+    from flor.transform.sharding import sharded_state  # in the rewrite, while torch imports
+
     for path, source in files.items():
         where = sharded_state(source, path)
         if where is not None:
