@@ -160,6 +160,29 @@ def test_the_first_periodic_eve_may_overdraw_the_budget_by_one_checkpoint() -> N
     assert policy.overhead(7.0) <= 1 / 15 + 0.013 / 7.0
 
 
+def test_a_loop_of_known_length_pays_the_start_up_as_it_goes() -> None:
+    """The DQN shape: 10,000 steps of 0.4 ms, a log branch every 100, checkpoints of 2.4 ms,
+    44 ms of flor's start-up. Paid at half the budget's rate, the start-up took half of what
+    the first third of the loop earned: every other eve there went without a checkpoint,
+    while the budget's surplus later went to round iterations no branch fires on. Paid in
+    proportion to the iterations, the eves without one are spread thin over the loop, and
+    the run still ends within its budget."""
+
+    def eves_missed(length: int) -> list[int]:
+        policy = CheckpointPolicy(1 / 15, periodic=True)
+        policy.charge_fixed(0.044)
+        policy.allow_startup(0.0, length)
+        taken, worst = _periodic(policy, 0.0004, 0.0024, 10_000, 100)
+        assert worst <= 0.0024 + 1e-9
+        assert policy.overhead(4.0) <= 1 / 15 + 0.0024 / 4.0
+        return [g for g in range(99, 10_000, 100) if g not in taken]
+
+    unknown, known = eves_missed(0), eves_missed(10_000)
+    assert len(known) < len(unknown) and len(known) <= 10, (known, unknown)
+    assert all(b - a > 100 for a, b in zip(known, known[1:])), known  # never two in a row
+    assert sum(g < 3_000 for g in unknown) >= 10, unknown  # the half-rate pattern it replaces
+
+
 def test_start_up_is_charged_to_the_budget() -> None:
     """Half a second of start-up, at a 10% budget: it is paid off at half the budget's rate,
     so checkpoints come half as often until ten seconds of training have paid for it, and

@@ -122,7 +122,7 @@ def pull(edge: Edge, name: str, run_id: str | None, url: str | None) -> None:
 
 
 def _remote_url(edge: Edge, url: str | None, option: str) -> str:
-    from flor.runs.transfer import remote_url  # boto3's thread pool: for push and pull only
+    from flor.runs.transfer import remote_url  # its thread pool and logging: push and pull only
 
     return remote_url(url or edge.url or edge.settings.url, edge.settings.home, option)
 

@@ -6,7 +6,11 @@ in-memory copy (the stall) plus the writer's CPU time to serialize and hash it
 flor's start-up is charged too (``fixed``: instrumenting the script; torch's
 import is the script's own), paid off at half the budget's rate so that the
 first minutes of a run still get checkpoints: it is fully paid once training
-has run ``2 * fixed / epsilon`` seconds. So is flor's ``bookkeeping`` in every
+has run ``2 * fixed / epsilon`` seconds. A loop of known length pays it no faster
+than in proportion to its iterations, whole by its last (at half rate, the first
+third of a DQN loop bought every other eve, and its surplus later went to round
+iterations; a loop that breaks off early ends over its budget by the part not yet due,
+at most flor's start-up, tens of milliseconds). So is flor's ``bookkeeping`` in every
 iteration (timing it, noting its counters, deciding; journaling the iterations
 without a checkpoint), which no checkpoint causes but the budget covers too: a
 loop of steps so short that it leaves little of the budget gets fewer
@@ -110,14 +114,13 @@ class CheckpointPolicy:
         compute = self.budgeted(compute, iteration)
         budget = self.epsilon * compute
         charged = self._charged()
-        spent = charged + min(self.fixed, budget / 2)  # start-up: paid off at half rate
+        fixed = self._fixed_by(iteration)
+        spent = charged + min(fixed, budget / 2)  # start-up: paid off at half rate at most
         if spent > budget:
-            self._skip_compute, self._skip_iteration = self._horizon(
-                charged + min(charged, self.fixed)
-            )
+            self._skip_compute, self._skip_iteration = self._horizon(charged + min(charged, fixed))
             # and then short of one more: asked again at an eve, or once it affords one (what
             # is charged meanwhile made a loop ask again and again, each time a little later)
-            self._wait(self._short_of(charged + expected))
+            self._wait(self._short_of(charged + expected, fixed))
             return Decision.SKIP
         if spent + expected > budget:
             # The eve of the loop's periodic work may overdraw the budget by one checkpoint:
@@ -125,13 +128,13 @@ class CheckpointPolicy:
             # periodic iteration gets one too. Later ones wait until training has paid for it.
             if preferred is not None and preferred():
                 return Decision.PREFERRED
-            self._wait(self._short_of(charged + expected))
+            self._wait(self._short_of(charged + expected, fixed))
             return Decision.SKIP
         if preferred is not None and preferred():
             return Decision.PREFERRED
         if self.periodic and spent + 2 * expected > budget:
             # the reserve: the next periodic iteration must find it
-            self._wait(self._short_of(charged + 2 * expected))
+            self._wait(self._short_of(charged + 2 * expected, fixed))
             return Decision.SKIP
         per_iteration = compute / (iteration + 1)
         affordable = expected / (self.epsilon * per_iteration) if per_iteration > 0 else 1.0
@@ -164,10 +167,19 @@ class CheckpointPolicy:
         self._wait_compute, self._wait_iteration = horizon
         self._wait_off_round = off_round
 
-    def _short_of(self, needed: float) -> tuple[float, int]:
+    def _short_of(self, needed: float, fixed: float) -> tuple[float, int]:
         """Below what the budget is short of ``needed`` more than is charged: the start-up's
-        part of what it then spends is paid at half rate, as in ``decide``."""
-        return self._horizon(needed + min(needed, self.fixed))
+        part of what it then spends (``fixed`` of it due by now, which only grows) is paid at
+        half rate at most, as in ``decide``."""
+        return self._horizon(needed + min(needed, fixed))
+
+    def _fixed_by(self, iteration: int) -> float:
+        """flor's start-up due by ``iteration``: a loop of known length pays it as it goes,
+        in proportion to its iterations, whole by its last (its first iterations, which
+        bought few checkpoints while they paid it at half rate, now buy their eves)."""
+        if self.length <= 0:
+            return self.fixed
+        return self.fixed * min(iteration + 1, self.length) / self.length
 
     def _off_round(
         self, base: float, iteration: int, expected: float, period: int
