@@ -17,7 +17,9 @@ counts what does not swing: the Python bytecodes flor's own frames execute per s
 
 Then the same inside a real loop, where each hook runs cold between torch calls: the DQN
 shape (``benchmarks/shapes/dqn_loop.py``, 10,000 steps, unmodified, ``flor run``), flor's own
-figure of its per-iteration bookkeeping (the run's ``bookkeeping_seconds``), and the
+figure of its per-iteration bookkeeping (the run's ``bookkeeping_seconds``), the same in
+the iterations that took no checkpoint (a checkpoint's iteration decides, and its turn
+hands the writer its commit: the more checkpoints, the higher the first figure), and the
 checkpoints the default budget bought beside it.
 
     python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3] [--dqn-repeats 3]
@@ -28,15 +30,16 @@ checkpoints the default budget bought beside it.
 from __future__ import annotations
 
 import argparse
+import atexit
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-
-from flor import runs
-from flor.store import LocalStore
+from typing import Any
 
 FREE_EPSILON = "0.005"  # a budget that buys the empty loop no checkpoint but the first
 SCRIPT = """
@@ -94,23 +97,93 @@ def per_step(
 
 
 def dqn_bookkeeping(work: Path, repeats: int) -> None:
-    """Median per-iteration bookkeeping and checkpoints of ``repeats`` recordings."""
+    """Per-iteration bookkeeping of ``repeats`` recordings: flor's own figure (every
+    iteration's), and that of the iterations that took no checkpoint, apart."""
     shape = Path(__file__).parent / "shapes" / "dqn_loop.py"
-    home = work / "dqn-home"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(home)}
-    per_step, taken = [], []
-    for _ in range(repeats):
-        cmd = [sys.executable, "-m", "flor.cli", "run", "--name", "dqn", str(shape)]
-        proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "dqn-home")}
+    rows = []
+    for r in range(repeats):
+        out = work / f"dqn-{r}.json"
+        cmd = [sys.executable, __file__, "--inside", str(out), "--", "run", "--name", "dqn"]
+        proc = subprocess.run([*cmd, str(shape)], cwd=work, env=env, capture_output=True)
         if proc.returncode != 0:
-            raise SystemExit(proc.stderr)
-        run = runs.load_run(LocalStore(home), "dqn")
-        per_step.append(run.meta.bookkeeping_seconds / run.iterations * 1e6)
-        taken.append(len(run.commits))
+            raise SystemExit(proc.stderr.decode())
+        rows.append(json.loads(out.read_text()))
+    every, without = [r["every"] for r in rows], [r["without"] for r in rows]
     print(
-        f"DQN shape (10,000 steps): bookkeeping {statistics.median(per_step):.2f} us/step "
-        f"({', '.join(f'{t:.2f}' for t in per_step)}), checkpoints {taken}"
+        f"DQN shape (10,000 steps): bookkeeping {statistics.median(every):.2f} us/step "
+        f"({', '.join(f'{t:.2f}' for t in every)}); in the iterations without a checkpoint "
+        f"{statistics.median(without):.2f} ({', '.join(f'{t:.2f}' for t in without)}); "
+        f"checkpoints {[r['checkpoints'] for r in rows]}"
     )
+
+
+def inside(out: Path, argv: list[str]) -> None:
+    """``flor`` run in this process, its bookkeeping noted by iteration: each turn's (which
+    ends an iteration and begins the next) and each block end's, as the recorder adds them
+    to its figure, and which iterations took a checkpoint."""
+    from flor.cli import main as flor_main
+
+    cost: dict[int, float] = {}
+    taken: set[int] = set()
+
+    def noted(method: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            g, before = self.iteration, self.policy.bookkeeping
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                if g is not None:
+                    cost[g] = cost.get(g, 0.0) + self.policy.bookkeeping - before
+
+        return wrapper
+
+    def patch() -> None:
+        from flor.runtime.checkpoints.checkpointer import Checkpointer
+        from flor.runtime.loop.recorder import Recorder
+
+        take = Checkpointer.take
+
+        def noting_take(self: Checkpointer, g: int, *args: Any) -> Any:
+            taken.add(g)
+            return take(self, g, *args)
+
+        Recorder._turn = noted(Recorder._turn)  # type: ignore[method-assign]
+        Recorder.block_end = noted(Recorder.block_end)  # type: ignore[method-assign]
+        Checkpointer.take = noting_take  # type: ignore[method-assign]
+
+    after_torch_imports(patch)
+
+    def report() -> None:
+        without = [c for g, c in cost.items() if g not in taken]
+        out.write_text(
+            json.dumps(
+                {
+                    "every": sum(cost.values()) / len(cost) * 1e6,
+                    "without": sum(without) / len(without) * 1e6,
+                    "checkpoints": len(taken),
+                }
+            )
+        )
+
+    atexit.register(report)
+    sys.argv = ["flor", *argv]
+    flor_main()
+
+
+def after_torch_imports(patch: Callable[[], None]) -> None:
+    """``patch()`` run as ``flor run`` starts recording, after its rewrite (in a child) and
+    torch's import (here): patched before, torch would have imported first, and flor would
+    have rewritten the script in this process, charging both to the run's budget."""
+    from flor.launch import record
+
+    record_here = record.record_here
+
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        patch()
+        return record_here(*args, **kwargs)
+
+    record.record_here = patched  # type: ignore[assignment]
 
 
 def empty_steps(steps: int, repeats: int) -> None:
@@ -138,7 +211,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dqn-repeats", type=int, default=3)
-    opts = parser.parse_args()
+    parser.add_argument("--inside", type=Path, help=argparse.SUPPRESS)  # a DQN recording
+    opts, rest = parser.parse_known_args()
+    if opts.inside:
+        inside(opts.inside, rest[1:] if rest[:1] == ["--"] else rest)
+        return
     if opts.repeats:
         empty_steps(opts.steps, opts.repeats)
     if opts.dqn_repeats:
