@@ -12,13 +12,14 @@ writer thread. Target: at most 2x a plain copy of the bytes that changed, plus 1
   finishes between samples, untimed) against a plain ``clone`` of those tensors,
   interleaved, medians. Width 2500 holds about 100 MB.
 - ``--shapes``: ``flor run`` of the DQN and nanoGPT step-loop shapes (``shapes/``), 1 torch
-  thread, in a process that times, at each checkpoint, ``Checkpointer.take`` beside a plain
-  copy of what changed (in turn one before the other): a ``clone`` of each of the modules'
-  parameters, buffers and gradients, the optimizers' state and the tensors in scope that is
-  new or was written since the last checkpoint (autograd's version counter: a script's own
-  copy of what changed), right where the loop's work left the caches. Also printed: one
-  ``memcpy`` of the bytes a checkpoint wrote, from warm memory: not a copy a script could
-  make of state spread over hundreds of tensors, but the physical figure.
+  thread, in a process that times (``inside.py``), at each checkpoint,
+  ``Checkpointer.take`` beside a plain copy of what changed (in turn one before the other):
+  a ``clone`` of each of the modules' parameters, buffers and gradients, the optimizers'
+  state and the tensors in scope that is new or was written since the last checkpoint
+  (autograd's version counter: a script's own copy of what changed), right where the
+  loop's work left the caches. Also printed: one ``memcpy`` of the bytes a checkpoint
+  wrote, from warm memory: not a copy a script could make of state spread over hundreds
+  of tensors, but the physical figure.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -114,7 +114,16 @@ def by_shape(shape: str, root: Path) -> str:
     (work / script).write_text((HERE / "shapes" / script).read_text())
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "home")}
     timings = work / "timings.jsonl"
-    cmd = [sys.executable, __file__, "--inside", str(timings), "--", "run", "--name", shape]
+    cmd = [
+        sys.executable,
+        str(HERE / "inside.py"),
+        "stall",
+        str(timings),
+        "--",
+        "run",
+        "--name",
+        shape,
+    ]
     subprocess.run([*cmd, script, steps], cwd=work, env=env, check=True, capture_output=True)
     from flor import runs
 
@@ -136,75 +145,12 @@ def _memcpy(nbytes: float) -> float:
     return statistics.median(copies)
 
 
-def inside(timings: Path, argv: list[str]) -> None:
-    """``flor`` run in this process, each checkpoint's ``take`` timed beside a plain copy."""
-    from flor.cli import main as flor_main
-    from flor.runtime.state.kinds import stateful_in_scope
-    from flor.runtime.state.scope import visible_names
-
-    take = Checkpointer.take
-    seen: dict[int, tuple[int, int]] = {}  # a tensor's id: its version and address when copied
-    taken = [0]  # checkpoints so far: the plain copy goes first in every other one
-
-    def timed(self: Checkpointer, *args: Any) -> Any:
-        objs, named, frame = args[2:]
-        values = [*objs, *named.values(), *stateful_in_scope(visible_names(frame)).values()]
-        first = taken[0] % 2 == 0
-        taken[0] += 1
-        start = time.perf_counter()
-        if first:
-            plain_state_copy(values, seen)
-        middle = time.perf_counter()
-        out = take(self, *args)
-        end = time.perf_counter()
-        if not first:
-            plain_state_copy(values, seen)
-        plain = middle - start if first else time.perf_counter() - end
-        with timings.open("a") as f:
-            f.write(json.dumps({"take": end - middle, "plain": plain}) + "\n")
-        return out
-
-    Checkpointer.take = timed  # type: ignore[method-assign]
-    sys.argv = ["flor", *argv]
-    flor_main()
-
-
-def plain_state_copy(values: list[Any], seen: dict[int, tuple[int, int]]) -> None:
-    """A ``clone`` of each tensor of this state that is new or was written since the last
-    copy (``seen``: a tensor's id, its version and address then): what a script's own copy
-    of what changed copies."""
-    copies = []
-    for t in _tensors(values):
-        mark = (t._version, t.data_ptr())
-        if seen.get(id(t)) != mark:
-            copies.append(t.detach().clone())
-        seen[id(t)] = mark
-
-
-def _tensors(values: list[Any]) -> list[torch.Tensor]:
-    """The modules' parameters, buffers and gradients, the optimizers' state, the tensors."""
-    out: list[torch.Tensor] = []
-    for v in {id(v): v for v in values}.values():  # a model named and in scope: once
-        if isinstance(v, torch.nn.Module):
-            out += [*v.parameters(), *v.buffers()]
-            out += [p.grad for p in v.parameters() if p.grad is not None]
-        elif isinstance(v, torch.optim.Optimizer):
-            out += [t for s in v.state.values() for t in s.values() if torch.is_tensor(t)]
-        elif isinstance(v, torch.Tensor):
-            out.append(v)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--widths", type=int, nargs="+", default=[256, 1024, 2500])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--shapes", action="store_true", help="also the DQN and nanoGPT shapes")
-    ap.add_argument("--inside", type=Path, help=argparse.SUPPRESS)  # by_shape's recording
-    args, rest = ap.parse_known_args()
-    if args.inside:
-        inside(args.inside, rest[1:] if rest[:1] == ["--"] else rest)
-        return
+    args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="bench-stall-") as tmp:
         for width in args.widths:

@@ -18,8 +18,9 @@ counts what does not swing: the Python bytecodes flor's own frames execute per s
 Then the same inside a real loop, where each hook runs cold between torch calls: the DQN
 shape (``benchmarks/shapes/dqn_loop.py``, 10,000 steps, unmodified, ``flor run``), flor's own
 figure of its per-iteration bookkeeping (the run's ``bookkeeping_seconds``), the same in
-the iterations that took no checkpoint (a checkpoint's iteration decides, and its turn
-hands the writer its commit: the more checkpoints, the higher the first figure), and the
+the iterations that took no checkpoint (noted inside the recording, ``inside.py``: a
+checkpoint's iteration decides, and its turn hands the writer its commit: the more
+checkpoints, the higher the first figure), and the
 checkpoints the default budget bought beside it.
 
     python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3] [--dqn-repeats 3]
@@ -30,16 +31,13 @@ checkpoints the default budget bought beside it.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 FREE_EPSILON = "0.005"  # a budget that buys the empty loop no checkpoint but the first
 SCRIPT = """
@@ -104,7 +102,8 @@ def dqn_bookkeeping(work: Path, repeats: int) -> None:
     rows = []
     for r in range(repeats):
         out = work / f"dqn-{r}.json"
-        cmd = [sys.executable, __file__, "--inside", str(out), "--", "run", "--name", "dqn"]
+        inside = str(Path(__file__).parent / "inside.py")
+        cmd = [sys.executable, inside, "bookkeeping", str(out), "--", "run", "--name", "dqn"]
         proc = subprocess.run([*cmd, str(shape)], cwd=work, env=env, capture_output=True)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr.decode())
@@ -116,74 +115,6 @@ def dqn_bookkeeping(work: Path, repeats: int) -> None:
         f"{statistics.median(without):.2f} ({', '.join(f'{t:.2f}' for t in without)}); "
         f"checkpoints {[r['checkpoints'] for r in rows]}"
     )
-
-
-def inside(out: Path, argv: list[str]) -> None:
-    """``flor`` run in this process, its bookkeeping noted by iteration: each turn's (which
-    ends an iteration and begins the next) and each block end's, as the recorder adds them
-    to its figure, and which iterations took a checkpoint."""
-    from flor.cli import main as flor_main
-
-    cost: dict[int, float] = {}
-    taken: set[int] = set()
-
-    def noted(method: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            g, before = self.iteration, self.policy.bookkeeping
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                if g is not None:
-                    cost[g] = cost.get(g, 0.0) + self.policy.bookkeeping - before
-
-        return wrapper
-
-    def patch() -> None:
-        from flor.runtime.checkpoints.checkpointer import Checkpointer
-        from flor.runtime.loop.recorder import Recorder
-
-        take = Checkpointer.take
-
-        def noting_take(self: Checkpointer, g: int, *args: Any) -> Any:
-            taken.add(g)
-            return take(self, g, *args)
-
-        Recorder._turn = noted(Recorder._turn)  # type: ignore[method-assign]
-        Recorder.block_end = noted(Recorder.block_end)  # type: ignore[method-assign]
-        Checkpointer.take = noting_take  # type: ignore[method-assign]
-
-    after_torch_imports(patch)
-
-    def report() -> None:
-        without = [c for g, c in cost.items() if g not in taken]
-        out.write_text(
-            json.dumps(
-                {
-                    "every": sum(cost.values()) / len(cost) * 1e6,
-                    "without": sum(without) / len(without) * 1e6,
-                    "checkpoints": len(taken),
-                }
-            )
-        )
-
-    atexit.register(report)
-    sys.argv = ["flor", *argv]
-    flor_main()
-
-
-def after_torch_imports(patch: Callable[[], None]) -> None:
-    """``patch()`` run as ``flor run`` starts recording, after its rewrite (in a child) and
-    torch's import (here): patched before, torch would have imported first, and flor would
-    have rewritten the script in this process, charging both to the run's budget."""
-    from flor.launch import record
-
-    record_here = record.record_here
-
-    def patched(*args: Any, **kwargs: Any) -> Any:
-        patch()
-        return record_here(*args, **kwargs)
-
-    record.record_here = patched  # type: ignore[assignment]
 
 
 def empty_steps(steps: int, repeats: int) -> None:
@@ -211,11 +142,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dqn-repeats", type=int, default=3)
-    parser.add_argument("--inside", type=Path, help=argparse.SUPPRESS)  # a DQN recording
-    opts, rest = parser.parse_known_args()
-    if opts.inside:
-        inside(opts.inside, rest[1:] if rest[:1] == ["--"] else rest)
-        return
+    opts = parser.parse_args()
     if opts.repeats:
         empty_steps(opts.steps, opts.repeats)
     if opts.dqn_repeats:
