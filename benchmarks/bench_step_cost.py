@@ -97,12 +97,12 @@ def per_step(
 def dqn_bookkeeping(work: Path, repeats: int) -> None:
     """Per-iteration bookkeeping of ``repeats`` recordings: flor's own figure (every
     iteration's), and that of the iterations that took no checkpoint, apart."""
-    shape = Path(__file__).parent / "shapes" / "dqn_loop.py"
+    here = Path(__file__).parent
+    shape, inside = here / "shapes" / "dqn_loop.py", str(here / "inside.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLOR_HOME": str(work / "dqn-home")}
     rows = []
     for r in range(repeats):
         out = work / f"dqn-{r}.json"
-        inside = str(Path(__file__).parent / "inside.py")
         cmd = [sys.executable, inside, "bookkeeping", str(out), "--", "run", "--name", "dqn"]
         proc = subprocess.run([*cmd, str(shape)], cwd=work, env=env, capture_output=True)
         if proc.returncode != 0:

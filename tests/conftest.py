@@ -19,6 +19,7 @@ from s3server import S3Server
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
 COUNTING = ROOT / "tests" / "counting"
+EXIT_BEFORE_TEARDOWN = ROOT / "tests" / "exit_before_teardown.py"  # the plain torchrun truths
 T = TypeVar("T")
 _MARK = re.compile(r"^(?P<indent>\s*)(?P<code>.*?)\s*# @(?P<kind>[a-z]+): (?P<stmt>.+)$")
 
@@ -100,13 +101,9 @@ class Flor:
         return self._run([*launcher, *args], check, {"OMP_NUM_THREADS": "1", **env})
 
     def torchrun_truth(self, script: Path) -> str:
-        """What a full plain torchrun of ``script`` prints. Run once more if torch's own
-        launcher saw a rank abort (SIGABRT, "terminate called without an active exception":
-        seen once in a plain run of a script with no flor in it, on this loaded 2-core host);
-        flor's own torchrun runs are never retried."""
-        proc = self.torchrun(str(script), check=False)
-        if proc.returncode != 0 and "exitcode: -6" in proc.stderr:
-            proc = self.torchrun(str(script), check=False)
+        """What a full plain torchrun of ``script`` prints, each rank ended as flor ends its
+        processes, before the interpreter's teardown (``exit_before_teardown.py``)."""
+        proc = self.torchrun(str(EXIT_BEFORE_TEARDOWN), str(script), check=False)
         if proc.returncode != 0:
             raise AssertionError(f"torchrun {script} exited {proc.returncode}:\n{proc.stderr}")
         return proc.stdout

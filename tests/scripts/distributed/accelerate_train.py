@@ -3,8 +3,6 @@ optimizer, loader and scheduler; `accelerator.backward`; `accelerator.print` on 
 process. The prepared loader reshuffles by an epoch count it keeps itself, and the prepared
 scheduler watches the optimizer inside the wrapper."""
 
-import gc
-
 import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader, TensorDataset
@@ -31,10 +29,3 @@ for epoch in range(4):
     scheduler.step()
     accelerator.print(f"epoch {epoch} loss {total:.6f}")
     # @outside: accelerator.print(f"  w {accelerator.unwrap_model(model)[0].weight.sum():.6f}")
-# Its objects freed and its process group destroyed before the interpreter's teardown: left to
-# it, a rank of a plain torchrun aborted at exit in 3 of 12 runs here, far more often on a
-# loaded host ("terminate called without an active exception"; 0 of 12 freed). flor's own
-# processes end before that teardown.
-accelerator.end_training()
-del model, optimizer, loader, scheduler, accelerator
-gc.collect()
