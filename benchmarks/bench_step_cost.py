@@ -16,12 +16,12 @@ counts what does not swing: the Python bytecodes flor's own frames execute per s
 1,000 steps, traced), a figure a change to the hot path can be judged by exactly.
 
 Then the same inside a real loop, where each hook runs cold between torch calls: the DQN
-shape (``benchmarks/shapes/dqn_loop.py``, 10,000 steps, unmodified, ``flor run``), flor's own
-figure of its per-iteration bookkeeping (the run's ``bookkeeping_seconds``), the same in
-the iterations that took no checkpoint (noted inside the recording, ``inside.py``: a
-checkpoint's iteration decides, and its turn hands the writer its commit: the more
-checkpoints, the higher the first figure), and the
-checkpoints the default budget bought beside it.
+shape (``benchmarks/shapes/dqn_loop.py``, 10,000 steps, unmodified, ``flor run``): flor's
+per-iteration bookkeeping as the recorder adds it to the run's ``bookkeeping_seconds``,
+noted by iteration inside the recording (``inside.py``), over every iteration and over
+those that took no checkpoint (a checkpoint's iteration decides, and its turn hands the
+writer its commit: the more checkpoints, the higher the first figure), and the checkpoints
+the default budget bought beside it.
 
     python benchmarks/bench_step_cost.py [--steps 100000] [--repeats 3] [--dqn-repeats 3]
 
